@@ -1,0 +1,67 @@
+# kerasenv: `make` lists the targets. Every variable can be overridden:
+#   make build VARIANT=tf2.17-cuda12.3 BASE_IMAGE=debian:bookworm-slim CA_CERT=/path/ca.pem
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+VARIANT    ?= $(shell sed -n 's/^default_gpu = "\(.*\)"/\1/p' images/matrix.toml)
+BASE_IMAGE ?=
+CA_CERT    ?=
+PYTHON     ?= python3
+VENV       := .venv
+KERASENV   := $(VENV)/bin/kerasenv
+PYTEST_ARGS ?=
+
+build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
+
+.PHONY: help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images
+
+help: ## print this help
+	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
+	@echo
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
+	@echo
+	@echo "Variables: VARIANT=$(VARIANT) BASE_IMAGE=$(BASE_IMAGE) CA_CERT=$(CA_CERT)"
+	@echo "Variants: $$(sed -n 's/^id = "\(.*\)"/\1/p' images/matrix.toml | tr '\n' ' ')"
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(VENV)/.installed ## create .venv with the kerasenv tooling (done on first use)
+
+base-offline: venv ## make the Debian base image locally with debootstrap (no registry needed; root)
+	$(KERASENV) base-offline
+
+generate: venv ## regenerate Dockerfiles and the README table from images/matrix.toml
+	$(KERASENV) generate
+
+check-generated: venv ## fail when generated files or locks drift from the matrix
+	$(KERASENV) generate --check
+
+lock: venv ## re-resolve the hash-locked requirements (VARIANT=, or all; needs PyPI)
+	$(KERASENV) lock $(if $(filter command line,$(origin VARIANT)),$(VARIANT))
+
+build: venv ## build kerasenv:VARIANT (default: the default GPU image)
+	$(KERASENV) build $(VARIANT) $(build_flags)
+
+build-all: venv ## build every variant except ROCm
+	$(KERASENV) build --all $(build_flags)
+
+lint: venv ## hadolint every Dockerfile
+	$(VENV)/bin/hadolint images/*/Dockerfile && echo "hadolint: $$(ls images/*/Dockerfile | wc -l) Dockerfiles clean"
+
+test-unit: venv ## unit tests only (no Docker)
+	$(VENV)/bin/pytest tests -m 'not docker' $(PYTEST_ARGS)
+
+test: venv ## unit tests, drift check, hadolint, then real image builds and checks (needs Docker)
+	$(KERASENV) generate --check
+	$(MAKE) --no-print-directory lint
+	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
+
+clean: venv ## remove the project's containers and dangling images (by label)
+	$(KERASENV) clean
+
+clean-images: venv ## clean, and also remove every kerasenv:<id> image
+	$(KERASENV) clean --images

@@ -1,0 +1,229 @@
+"""Build variant images through the docker SDK (classic builder), with progress."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable
+
+from .docker_client import PROJECT_LABEL
+from .errors import BuildFailed, UsageError
+from .matrix import REPO_ROOT, Matrix, Variant
+
+CA_ENV_VARS = ("KERASENV_CA_CERT", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+_STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+
+
+@dataclass
+class BuildResult:
+    variant: Variant
+    image_id: str
+    size_bytes: int
+    seconds: float
+
+
+def default_ca_cert(explicit: str | None) -> str | None:
+    """--ca-cert, else the first CA setting the host's pip/requests use."""
+    if explicit:
+        return explicit
+    for name in CA_ENV_VARS:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def read_ca_cert(path: str) -> bytes:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"CA certificate {path} does not exist: pass --ca-cert / CA_CERT "
+                         "with the PEM file of your proxy's CA") from None
+    except OSError as exc:
+        raise UsageError(f"CA certificate {path} cannot be read ({exc.strerror}): "
+                         "fix its permissions or pass another --ca-cert") from None
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        raise UsageError(f"CA certificate {path} is not a PEM certificate: pass the PEM file "
+                         "(-----BEGIN CERTIFICATE-----) of your proxy's CA")
+    return data
+
+
+def context_tar(folder: Path, ca_pem: bytes | None) -> io.BytesIO:
+    """The build context: the variant folder plus, optionally, build-ca.pem.
+
+    Built in memory so the CA never gets written into the source tree.
+    """
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path in sorted(folder.iterdir()):
+            if path.is_file() and path.name != "build-ca.pem":
+                tar.add(path, arcname=path.name)
+        if ca_pem is not None:
+            info = tarfile.TarInfo("build-ca.pem")
+            info.size, info.mode = len(ca_pem), 0o644
+            tar.addfile(info, io.BytesIO(ca_pem))
+    buf.seek(0)
+    return buf
+
+
+def git_revision(root: Path = REPO_ROOT) -> str:
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return rev + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def build_date() -> str:
+    """RFC 3339; SOURCE_DATE_EPOCH wins for reproducible builds."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = datetime.fromtimestamp(int(epoch), timezone.utc) if epoch else datetime.now(timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def effective_base(v: Variant, override: str | None, matrix: Matrix) -> str:
+    """--base-image applies to variants on the default Debian base, not to AMD's image."""
+    default_base = next(x.base_image for x in matrix.variants if x.id == matrix.default_cpu)
+    if override and v.base_image == default_base:
+        return override
+    return v.base_image
+
+
+def ensure_base(client, v: Variant, base: str, say: Callable[[str], None]) -> None:
+    """Use the local base image, or pull it; a failed pull gets its fix."""
+    from docker.errors import APIError, ImageNotFound
+
+    try:
+        client.images.get(base)
+        return
+    except ImageNotFound:
+        pass
+    say(f"pulling base image {base} ...")
+    try:
+        repo, _, tag = base.rpartition(":") if ":" in base.split("/")[-1] else (base, "", "latest")
+        client.images.pull(repo, tag=tag or None)
+    except APIError as exc:
+        reason = (exc.explanation or str(exc)).splitlines()[0]
+        if v.family == "rocm":
+            raise UsageError(
+                f"{v.id}: AMD's base image {base} could not be pulled ({reason}); the ROCm "
+                "variant can only be built where Docker Hub is reachable (no offline recreation "
+                "of AMD's image exists)") from None
+        raise UsageError(
+            f"{v.id}: base image {base} could not be pulled ({reason}); on a host without "
+            "registry access run `make base-offline` (debootstrap from Debian's archive) and retry"
+        ) from None
+
+
+def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
+          ca_cert: str | None = None, no_cache: bool = False,
+          progress: "Progress | None" = None) -> BuildResult:
+    folder = matrix.path.parent / v.id
+    if not (folder / "Dockerfile").exists():
+        raise UsageError(f"{folder}/Dockerfile is missing: run `make generate`")
+    ca_pem = read_ca_cert(ca_cert) if ca_cert else None
+    base = effective_base(v, base_image, matrix)
+    progress = progress or Progress.for_stream(sys.stderr)
+    ensure_base(client, v, base, progress.note)
+    started = time.monotonic()
+    progress.start(v.id)
+    tail: deque[str] = deque(maxlen=25)
+    step = "(before the first step)"
+    image_id = None
+    stream = client.api.build(
+        fileobj=context_tar(folder, ca_pem), custom_context=True, encoding="identity",
+        tag=v.image_ref, rm=True, forcerm=True, pull=False, nocache=no_cache, decode=True,
+        buildargs={"BASE_IMAGE": base, "KERASENV_REVISION": git_revision(),
+                   "KERASENV_CREATED": build_date()},
+        labels={PROJECT_LABEL: "kerasenv"},
+    )
+    try:
+        for chunk in stream:
+            if "error" in chunk:
+                progress.stop()
+                detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+                raise BuildFailed(
+                    f"building {v.id} failed at {step}: {detail.strip().splitlines()[-1]}",
+                    details="\n".join(tail))
+            if "aux" in chunk and "ID" in chunk["aux"]:
+                image_id = chunk["aux"]["ID"]
+            for line in chunk.get("stream", "").splitlines():
+                if not line.strip():
+                    continue
+                tail.append(line)
+                match = _STEP_RE.match(line)
+                if match:
+                    step = f"step {match.group(1)}/{match.group(2)} ({match.group(3)[:120]})"
+                    progress.step(step)
+                else:
+                    progress.line(line)
+    finally:
+        progress.stop()
+    if image_id is None:
+        raise BuildFailed(f"building {v.id} ended without an image", details="\n".join(tail))
+    image = client.images.get(image_id)
+    result = BuildResult(v, image_id, image.attrs["Size"], time.monotonic() - started)
+    progress.note(f"built {v.image_ref}: {result.size_bytes / 1e9:.2f} GB "
+                  f"uncompressed, {result.seconds:.0f} s")
+    return result
+
+
+class Progress:
+    """Plain lines for logs and CI; a one-line live status on a terminal (rich)."""
+
+    def __init__(self, stream, live: bool) -> None:
+        self.stream, self.live = stream, live
+        self._status = None
+
+    @classmethod
+    def for_stream(cls, stream) -> "Progress":
+        return cls(stream, live=stream.isatty() and os.environ.get("CI") is None)
+
+    def start(self, variant_id: str) -> None:
+        self.variant_id = variant_id
+        if self.live:
+            from rich.console import Console
+
+            self._console = Console(file=self.stream)
+            self._status = self._console.status(f"building {variant_id}")
+            self._status.start()
+        else:
+            self.note(f"building {variant_id}")
+
+    def step(self, text: str) -> None:
+        if self._status is not None:
+            self._status.update(f"{self.variant_id}: {text}")
+            self._console.print(f"[dim]{self.variant_id}[/dim] {text}", highlight=False)
+        else:
+            print(f"[{self.variant_id}] {text}", file=self.stream, flush=True)
+
+    def line(self, text: str) -> None:
+        if self._status is None:
+            print(f"[{self.variant_id}]   {text}", file=self.stream, flush=True)
+
+    def note(self, text: str) -> None:
+        if self._status is not None:
+            self._console.print(text, highlight=False)
+        else:
+            print(text, file=self.stream, flush=True)
+
+    def stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
+def build_many(client, matrix: Matrix, variants: Iterable[Variant], **kwargs) -> list[BuildResult]:
+    return [build(client, matrix, v, **kwargs) for v in variants]

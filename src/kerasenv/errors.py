@@ -1,0 +1,36 @@
+"""Errors the CLI turns into one line on stderr and an exit code (no traceback)."""
+
+from __future__ import annotations
+
+# Exit codes of the `kerasenv` CLI (documented in the README).
+EXIT_OK = 0
+EXIT_FAILURE = 1  # the operation ran and failed (e.g. a build step failed)
+EXIT_USAGE = 2  # bad input or an unusable host: nothing was attempted
+EXIT_INTERRUPTED = 130
+
+
+class KerasenvError(Exception):
+    """A failure with a message that names the cause and the fix."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str, *, details: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details  # extra lines printed after the message (e.g. build log tail)
+
+
+class UsageError(KerasenvError):
+    exit_code = EXIT_USAGE
+
+
+class MatrixError(UsageError):
+    """images/matrix.toml is malformed or inconsistent."""
+
+
+class DockerUnavailable(UsageError):
+    """The Docker daemon cannot be reached."""
+
+
+class BuildFailed(KerasenvError):
+    """docker build failed; details carry the failing step and its last lines."""

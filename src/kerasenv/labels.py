@@ -1,0 +1,63 @@
+"""The labels every image carries: the OCI set plus io.kerasenv.* facts.
+
+Tests compare these with what the running image reports, so a tag cannot lie.
+"""
+
+from __future__ import annotations
+
+from .matrix import Matrix, Variant
+
+NS = "io.kerasenv"
+OCI = "org.opencontainers.image"
+
+
+def static_labels(matrix: Matrix, v: Variant) -> dict[str, str]:
+    """Labels fixed by the matrix (written into the Dockerfile)."""
+    source = matrix.project["source"]
+    labels = {
+        f"{OCI}.title": f"kerasenv {v.id}",
+        f"{OCI}.description": describe(v),
+        f"{OCI}.version": v.id,
+        f"{OCI}.source": source,
+        f"{OCI}.url": source,
+        f"{OCI}.documentation": f"{source}/blob/main/README.md",
+        f"{OCI}.licenses": matrix.project["license"],
+        f"{OCI}.vendor": matrix.project["name"],
+        f"{NS}.variant": v.id,
+        f"{NS}.family": v.family,
+        f"{NS}.tensorflow": v.tensorflow,
+        f"{NS}.keras": v.keras,
+        f"{NS}.python": v.python,
+    }
+    if v.family == "cuda":
+        labels.update({
+            f"{NS}.cuda": v.cuda or "",
+            f"{NS}.cudnn": v.cudnn or "",
+            f"{NS}.nccl": v.nccl or "",
+            f"{NS}.min-driver": v.min_driver or "",
+            f"{NS}.min-driver-ptx-jit": v.min_driver_ptx or "",
+            f"{NS}.cuda-compute-capabilities": ",".join(v.compute_capabilities),
+        })
+    if v.family == "rocm":
+        labels[f"{NS}.rocm"] = v.rocm or ""
+    return labels
+
+
+# Labels whose values come from build arguments (see the templates' ARG lines).
+DYNAMIC_LABELS = {
+    f"{OCI}.base.name": "${BASE_IMAGE}",
+    f"{OCI}.revision": "${KERASENV_REVISION}",
+    f"{OCI}.created": "${KERASENV_CREATED}",
+}
+
+
+def describe(v: Variant) -> str:
+    keras = f"Keras {v.keras}" + (" (tf.keras)" if v.keras_is_tf_keras else "")
+    text = f"TensorFlow {v.tensorflow}, {keras}, Python {v.python}"
+    if v.family == "cuda":
+        text += f", CUDA {v.cuda}, cuDNN {v.cudnn}"
+    elif v.family == "rocm":
+        text += f", ROCm {v.rocm}"
+    else:
+        text += ", CPU only"
+    return text

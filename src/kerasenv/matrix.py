@@ -1,0 +1,275 @@
+"""Load and validate images/matrix.toml, the single source of truth for versions.
+
+Every error names the file, the entry and the field, in one line.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import nvidia_drivers, tested_builds
+from .errors import MatrixError, UsageError
+from .tested_builds import version_tuple
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+FAMILIES = ("cpu", "cuda", "rocm")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_MATRIX = REPO_ROOT / "images" / "matrix.toml"
+
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")  # a valid Docker tag, lower-case
+_VERSION_RE = re.compile(r"^\d+(\.\d+)+$")
+_PYTHON_RE = re.compile(r"^3\.\d+$")
+
+
+@dataclass(frozen=True)
+class Variant:
+    id: str
+    family: str
+    tensorflow: str
+    keras: str
+    python: str
+    base_image: str
+    notes: str = ""
+    size_budget_mb: int | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    nccl: str | None = None
+    rocm: str | None = None
+
+    # --- derived facts -------------------------------------------------------------
+    @property
+    def tf_release(self) -> tested_builds.TensorflowRelease | None:
+        return tested_builds.TENSORFLOW_RELEASES.get(self.tensorflow)
+
+    @property
+    def cuda_stack(self) -> tested_builds.CudaStack | None:
+        release = self.tf_release
+        return release.stack if (release and self.family == "cuda") else None
+
+    @property
+    def min_driver(self) -> str | None:
+        """Lowest driver the CUDA runtime loads on (minor-version compatibility)."""
+        return nvidia_drivers.load_floor(self.cuda) if self.cuda else None
+
+    @property
+    def min_driver_ptx(self) -> str | None:
+        """Lowest driver that can JIT this build's PTX (GPUs without native kernels)."""
+        stack = self.cuda_stack
+        return nvidia_drivers.ptx_jit_floor(stack.toolkit_release) if stack else None
+
+    @property
+    def compute_capabilities(self) -> tuple[str, ...]:
+        release = self.tf_release
+        return release.compute_capabilities if (release and self.family == "cuda") else ()
+
+    @property
+    def tensorflow_package(self) -> str:
+        return {"cpu": "tensorflow-cpu", "cuda": "tensorflow", "rocm": "tensorflow-rocm"}[self.family]
+
+    @property
+    def keras_is_tf_keras(self) -> bool:
+        return self.keras.split(".")[0] == "2"
+
+    @property
+    def image_ref(self) -> str:
+        return f"kerasenv:{self.id}"
+
+    def cuda_wheels(self) -> dict[str, str]:
+        """Every nvidia-* wheel of this variant, exactly pinned (empty unless cuda)."""
+        stack = self.cuda_stack
+        if stack is None or self.nccl is None:
+            return {}
+        return {**stack.wheels, stack.nccl_package: self.nccl}
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: Path
+    variants: tuple[Variant, ...]
+    default_gpu: str
+    default_cpu: str
+    default_rocm: str
+    project: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def ids(self) -> list[str]:
+        return [v.id for v in self.variants]
+
+    def get(self, variant_id: str) -> Variant:
+        for variant in self.variants:
+            if variant.id == variant_id:
+                return variant
+        raise UsageError(
+            f"unknown variant {variant_id!r}; valid ids: {', '.join(self.ids)}"
+        )
+
+    def select(self, ids: list[str]) -> list[Variant]:
+        return [self.get(i) for i in ids]
+
+
+_FIELD_TYPES: dict[str, type] = {
+    "id": str, "family": str, "tensorflow": str, "keras": str, "python": str,
+    "base_image": str, "notes": str, "size_budget_mb": int,
+    "cuda": str, "cudnn": str, "nccl": str, "rocm": str,
+}
+_REQUIRED = ("id", "family", "tensorflow", "keras", "python", "base_image")
+_FAMILY_FIELDS = {"cuda": ("cuda", "cudnn", "nccl"), "rocm": ("rocm",)}
+
+
+def load(path: Path | str = DEFAULT_MATRIX) -> Matrix:
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MatrixError(f"{path}: matrix file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise MatrixError(f"{path}: not valid TOML: {exc}") from None
+    return parse(raw, path)
+
+
+def parse(raw: Mapping[str, Any], path: Path) -> Matrix:
+    def fail(where: str, message: str) -> MatrixError:
+        return MatrixError(f"{path}: {where}: {message}")
+
+    if raw.get("schema_version") != 1:
+        raise fail("schema_version", f"expected 1, got {raw.get('schema_version')!r}")
+    entries = raw.get("variant")
+    if not isinstance(entries, list) or not entries:
+        raise fail("variant", "no [[variant]] entries")
+
+    variants: list[Variant] = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        label = f"variant #{index + 1}"
+        if not isinstance(entry, dict):
+            raise fail(label, "must be a table")
+        if isinstance(entry.get("id"), str):
+            label = f"variant {entry['id']!r}"
+        variant = _parse_variant(entry, lambda f, m, label=label: fail(f"{label}, field {f!r}", m))
+        if variant.id in seen:
+            raise fail(f"{label}, field 'id'", f"duplicate id (also variant #{seen[variant.id] + 1})")
+        seen[variant.id] = index
+        variants.append(variant)
+
+    defaults = {}
+    for key, family in (("default_gpu", "cuda"), ("default_cpu", "cpu"), ("default_rocm", "rocm")):
+        value = raw.get(key)
+        match = [v for v in variants if v.id == value]
+        if not match:
+            raise fail(key, f"{value!r} is not a variant id")
+        if match[0].family != family:
+            raise fail(key, f"{value!r} is a {match[0].family} variant, expected {family}")
+        defaults[key] = value
+    project = raw.get("project", {})
+    if not isinstance(project, dict) or not all(isinstance(v, str) for v in project.values()):
+        raise fail("project", "must be a table of strings")
+    for key in ("name", "source", "license"):
+        if key not in project:
+            raise fail(f"project, field {key!r}", "missing")
+    if not project["source"].startswith("https://"):
+        raise fail("project, field 'source'", "must be an https:// URL")
+    return Matrix(path=path, variants=tuple(variants), project=project, **defaults)
+
+
+def _parse_variant(entry: Mapping[str, Any], fail) -> Variant:
+    for key, value in entry.items():
+        expected = _FIELD_TYPES.get(key)
+        if expected is None:
+            raise fail(key, f"unknown field (known: {', '.join(_FIELD_TYPES)})")
+        if not isinstance(value, expected) or isinstance(value, bool):
+            raise fail(key, f"must be a {expected.__name__}, got {type(value).__name__} {value!r}")
+    for key in _REQUIRED:
+        if key not in entry:
+            raise fail(key, "missing")
+
+    family = entry["family"]
+    if family not in FAMILIES:
+        raise fail("family", f"unknown family {family!r}; expected one of {', '.join(FAMILIES)}")
+    if not _ID_RE.match(entry["id"]):
+        raise fail("id", "must be a lower-case Docker tag ([a-z0-9._-], at most 128 chars)")
+    for key in ("cuda", "cudnn", "nccl", "rocm"):
+        wanted = key in _FAMILY_FIELDS.get(family, ())
+        if wanted and key not in entry:
+            raise fail(key, f"missing (required for family {family!r})")
+        if not wanted and key in entry:
+            raise fail(key, f"not allowed for family {family!r}")
+    for key in ("tensorflow", "cuda", "cudnn", "nccl", "rocm"):
+        if key in entry and not _VERSION_RE.match(entry[key]):
+            raise fail(key, f"{entry[key]!r} is not a version like 1.2.3")
+    if not _PYTHON_RE.match(entry["python"]):
+        raise fail("python", f"{entry['python']!r} is not a Python version like 3.11")
+    if entry.get("size_budget_mb", 1) <= 0:
+        raise fail("size_budget_mb", "must be a positive number of megabytes")
+
+    variant = Variant(**entry)
+    _check_against_tested_builds(variant, fail)
+    return variant
+
+
+def _check_against_tested_builds(v: Variant, fail) -> None:
+    # Keras: Keras 3 from TF 2.16 on; Keras 2.x exactly matches the TF X.Y before.
+    tf_xy = version_tuple(v.tensorflow)[:2]
+    keras = v.keras
+    if v.family == "rocm":
+        if not re.match(r"^\d+(\.\d+)*$", keras):
+            raise fail("keras", f"{keras!r} is not a version or a major like 3")
+    elif not _VERSION_RE.match(keras) or len(keras.split(".")) != 3:
+        raise fail("keras", f"{keras!r} must be an exact X.Y.Z release (it is locked)")
+    keras_major = int(keras.split(".")[0])
+    expected_major = 3 if tf_xy >= (2, 16) else 2
+    if keras_major != expected_major:
+        raise fail("keras", f"Keras {keras} does not fit TensorFlow {v.tensorflow}: "
+                            f"TensorFlow {'>= 2.16 needs Keras 3' if expected_major == 3 else '< 2.16 needs Keras 2 (tf.keras)'}")
+    if keras_major == 2 and version_tuple(keras)[:2] != tf_xy:
+        raise fail("keras", f"Keras {keras} does not fit TensorFlow {v.tensorflow}: "
+                            f"Keras 2 must be {tf_xy[0]}.{tf_xy[1]}.x")
+
+    # Python provided by a Debian base we know.
+    suite = re.match(r"^(?:[^/]*/)*debian:(\w+)", v.base_image)
+    if suite and suite.group(1).split("-")[0] in tested_builds.DEBIAN_PYTHON:
+        provided = tested_builds.DEBIAN_PYTHON[suite.group(1).split("-")[0]]
+        if provided != v.python:
+            raise fail("python", f"{v.base_image} provides Python {provided}, not {v.python}")
+
+    if v.family == "rocm":
+        assert v.rocm is not None
+        rocm_xy = ".".join(v.rocm.split(".")[:2])
+        supported = tested_builds.ROCM_TENSORFLOW.get(rocm_xy)
+        if supported is None:
+            raise fail("rocm", f"ROCm {v.rocm} has no TensorFlow support entry "
+                               f"(known: {', '.join(tested_builds.ROCM_TENSORFLOW)})")
+        if ".".join(v.tensorflow.split(".")[:2]) not in supported:
+            raise fail("tensorflow", f"TensorFlow {v.tensorflow} is not validated on ROCm {v.rocm} "
+                                     f"(validated: {', '.join(supported)})")
+        return
+
+    release = v.tf_release
+    if release is None:
+        raise fail("tensorflow", f"TensorFlow {v.tensorflow} has no tested-build entry "
+                                 f"(known: {', '.join(tested_builds.TENSORFLOW_RELEASES)})")
+    py = version_tuple(v.python)
+    if not version_tuple(release.python_min) <= py <= version_tuple(release.python_max):
+        raise fail("python", f"TensorFlow {v.tensorflow} supports Python "
+                             f"{release.python_min}-{release.python_max}, not {v.python}")
+    if v.family != "cuda":
+        return
+    stack = release.stack
+    if stack is None:
+        raise fail("tensorflow", f"TensorFlow {v.tensorflow} has no pip CUDA stack (`and-cuda`)")
+    if v.cuda != stack.cuda:
+        raise fail("cuda", f"TensorFlow {v.tensorflow} was tested with CUDA {stack.cuda}, not {v.cuda}")
+    if v.cudnn != stack.cudnn:
+        raise fail("cudnn", f"TensorFlow {v.tensorflow} was tested with cuDNN {stack.cudnn} "
+                            f"(CUDA {stack.cuda}), not {v.cudnn}")
+    assert release.nccl is not None and v.nccl is not None
+    if not release.nccl.accepts(v.nccl):
+        raise fail("nccl", f"TensorFlow {v.tensorflow} needs {stack.nccl_package}"
+                           f"{release.nccl.describe()}, not {v.nccl}")

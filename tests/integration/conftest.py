@@ -1,0 +1,94 @@
+"""Fixtures for tests that build and run real images (marker `docker`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kerasenv import docker_client, matrix as matrix_mod
+
+REPO = Path(__file__).resolve().parents[2]
+# The variants `make test` builds for real (issue #2): the CPU image and the default GPU image.
+BUILT_IN_TESTS = ("tf2.21-cpu", "tf2.21-cuda12.5")
+TEST_LABEL = "io.kerasenv.test"
+
+
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.docker)
+
+
+@pytest.fixture(scope="session")
+def matrix():
+    return matrix_mod.load()
+
+
+@pytest.fixture(scope="session")
+def docker():
+    """The Docker client; a missing daemon fails these tests (never a silent skip)."""
+    return docker_client.client()
+
+
+def kerasenv(*args: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    """Run the real CLI (`python -m kerasenv`), as a user would."""
+    proc = subprocess.run([sys.executable, "-m", "kerasenv", *args], cwd=REPO,
+                          capture_output=True, text=True, **kwargs)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kerasenv {' '.join(args)} exited {proc.returncode}:\n"
+                             f"{proc.stderr[-4000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def built_images(docker, matrix):
+    """Build the test variants through the CLI (Docker's layer cache makes reruns quick)."""
+    result = kerasenv("build", *BUILT_IN_TESTS, timeout=3600)
+    return {line.split("\t")[0]: line for line in result.stdout.splitlines() if "\t" in line}
+
+
+class TrackedContainer:
+    """Runs one command in a container and always removes the container."""
+
+    def __init__(self, docker, image: str) -> None:
+        self.docker, self.image = docker, image
+
+    def run(self, command, *, timeout: int = 300, **kwargs) -> tuple[int, str, str]:
+        container = self.docker.containers.run(
+            self.image, command, detach=True, network_mode="none",
+            labels={docker_client.PROJECT_LABEL: "kerasenv", TEST_LABEL: uuid.uuid4().hex},
+            **kwargs)
+        try:
+            status = container.wait(timeout=timeout)
+            out = container.logs(stdout=True, stderr=False).decode()
+            err = container.logs(stdout=False, stderr=True).decode()
+            return status["StatusCode"], out, err
+        finally:
+            container.remove(force=True)
+
+    def python_json(self, code: str, **kwargs) -> dict:
+        """Run Python code that prints one JSON object as its last stdout line."""
+        code_, out, err = self.run(["python", "-c", code], **kwargs)
+        assert code_ == 0, f"python in {self.image} exited {code_}:\n{err[-3000:]}"
+        return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def container(docker):
+    def make(image: str) -> TrackedContainer:
+        return TrackedContainer(docker, image)
+    return make
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_leftover_containers(docker):
+    """After the session, no container started by a test may remain."""
+    yield
+    left = docker.containers.list(all=True, filters={"label": TEST_LABEL})
+    assert not left, f"containers left behind: {[c.name for c in left]}"

@@ -1,0 +1,68 @@
+"""A failed build names its step and last lines; a missing base names its fix."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from .conftest import REPO, kerasenv
+
+FAILING_DOCKERFILE = """\
+ARG BASE_IMAGE=debian:bookworm-slim
+FROM ${BASE_IMAGE}
+RUN echo "preparing the broken step"
+RUN echo "kerasenv-test: about to fail" && exit 7
+"""
+
+
+@pytest.fixture
+def broken_matrix(tmp_path):
+    """A copy of images/ whose tf2.21-cpu Dockerfile fails in its second RUN."""
+    images = tmp_path / "images"
+    shutil.copytree(REPO / "images", images)
+    (images / "tf2.21-cpu" / "Dockerfile").write_text(FAILING_DOCKERFILE)
+    return images / "matrix.toml"
+
+
+def _project_containers(docker):
+    return {c.id for c in docker.containers.list(all=True)}
+
+
+def test_failed_build_names_the_step_and_its_output_and_leaves_no_container(docker, broken_matrix):
+    before = _project_containers(docker)
+    proc = kerasenv("--matrix", str(broken_matrix), "build", "tf2.21-cpu", "--no-ca-cert", check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    first = proc.stderr.strip().splitlines()
+    error = next(line for line in first if line.startswith("kerasenv: error:"))
+    assert "building tf2.21-cpu failed at step 4/4" in error
+    assert "exit 7" in error or "code: 7" in error
+    assert "kerasenv-test: about to fail" in proc.stderr  # the step's last output lines
+    assert _project_containers(docker) == before
+
+
+def test_missing_base_image_names_base_offline(docker):
+    proc = kerasenv("build", "tf2.21-cpu", "--no-ca-cert", "--base-image",
+                    "kerasenv-test/no-such-base:never", check=False, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert "kerasenv-test/no-such-base:never could not be pulled" in lines[0]
+    assert "make base-offline" in lines[0]
+
+
+def test_rocm_build_says_amds_image_cannot_be_pulled(docker, tmp_path):
+    """The ROCm variant's base is AMD's image: its pull failure says there is no offline path."""
+    images = tmp_path / "images"
+    shutil.copytree(REPO / "images", images)
+    matrix_file = images / "matrix.toml"
+    missing = "rocm/tensorflow:kerasenv-test-missing"
+    matrix_file.write_text(matrix_file.read_text().replace(
+        'base_image = "rocm/tensorflow:rocm6.3.3-py3.12-tf2.17-dev"', f'base_image = "{missing}"'))
+    proc = kerasenv("--matrix", str(matrix_file), "build", "tf2.17-rocm6.3", "--no-ca-cert",
+                    check=False, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert f"AMD's base image {missing} could not be pulled" in line
+    assert "only be built where Docker Hub is reachable" in line

@@ -1,0 +1,162 @@
+"""Generated files: drift detection, atomic repair, and what the Dockerfiles contain."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from kerasenv import generate, labels, matrix, table
+
+SHARED_CUDA = ("tf2.21-cuda12.5", "tf2.20-cuda12.5")
+BUILDKIT_ONLY = ("--mount", "<<EOF", "<<-EOF", "# syntax=", "--link")
+
+
+def dockerfile(m: matrix.Matrix, variant_id: str) -> str:
+    return generate.dockerfile(m, m.get(variant_id))
+
+
+def stage(text: str, name: str) -> str:
+    """The lines of the stage `FROM ... AS name`, up to the next FROM."""
+    match = re.search(rf"^FROM \S+ AS {re.escape(name)}\n(.*?)(?=^FROM |\Z)", text, re.M | re.S)
+    assert match, f"no stage {name!r}"
+    return match.group(0)
+
+
+def final_stage(text: str) -> str:
+    return text[text.rindex("\nFROM "):]
+
+
+def instructions(text: str) -> list[str]:
+    """Dockerfile lines that reach the builder (comments and blank lines do not)."""
+    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def drift_of(root) -> list[generate.Drift]:
+    return generate.check(matrix.load(root / "images" / "matrix.toml"), root)
+
+
+def assert_reported(drift, path, reason: str) -> None:
+    assert any(d.path == path and reason in d.reason for d in drift), [str(d) for d in drift]
+
+
+# --- drift ---------------------------------------------------------------------------
+
+def test_committed_tree_has_no_drift(real_matrix, repo_root):
+    assert [str(d) for d in generate.check(real_matrix, repo_root)] == []
+
+
+def test_copy_of_the_tree_has_no_drift(repo_copy):
+    assert drift_of(repo_copy) == []
+
+
+def test_edited_dockerfile_is_drift(repo_copy):
+    path = repo_copy / "images" / "tf2.21-cpu" / "Dockerfile"
+    path.write_text(path.read_text() + "RUN echo hand-edited\n")
+    assert_reported(drift_of(repo_copy), path, "differs")
+
+
+def test_deleted_dockerfile_is_drift(repo_copy):
+    path = repo_copy / "images" / "tf2.17-cuda12.3" / "Dockerfile"
+    path.unlink()
+    assert_reported(drift_of(repo_copy), path, "missing")
+
+
+def test_folder_of_unknown_variant_is_drift(repo_copy):
+    stray = repo_copy / "images" / "tf1.15-gpu"
+    stray.mkdir()
+    assert_reported(drift_of(repo_copy), stray, "not in the matrix")
+
+
+def test_lock_with_another_keras_is_drift(repo_copy):
+    path = repo_copy / "images" / "tf2.21-cpu" / "requirements.lock"
+    text = path.read_text()
+    assert "\nkeras==3.15.1 \\\n" in text
+    path.write_text(text.replace("\nkeras==3.15.1 \\\n", "\nkeras==3.15.0 \\\n"))
+    assert_reported(drift_of(repo_copy), path, "keras is 3.15.0")
+
+
+def test_cuda_lock_on_a_cpu_variant_is_drift(repo_copy):
+    images = repo_copy / "images"
+    stray = images / "tf2.21-cpu" / "requirements-cuda.lock"
+    shutil.copy(images / "tf2.21-cuda12.5" / "requirements-cuda.lock", stray)
+    assert_reported(drift_of(repo_copy), stray, "no CUDA lock")
+
+
+def test_stale_readme_table_is_drift_and_gets_regenerated(repo_copy):
+    readme = repo_copy / "README.md"
+    readme.write_text(f"# kerasenv\n\n{table.BEGIN}\n| stale |\n{table.END}\n\nmore\n")
+    assert_reported(drift_of(repo_copy), readme, "differs")
+    generate.write(matrix.load(repo_copy / "images" / "matrix.toml"), repo_copy)
+    assert "| stale |" not in readme.read_text()
+    assert drift_of(repo_copy) == []
+
+
+def test_write_repairs_dockerfile_drift_atomically(repo_copy):
+    m = matrix.load(repo_copy / "images" / "matrix.toml")
+    edited = repo_copy / "images" / "tf2.21-cpu" / "Dockerfile"
+    deleted = repo_copy / "images" / "tf2.15-cuda12.2" / "Dockerfile"
+    edited.write_text("FROM scratch\n")
+    deleted.unlink()
+    assert sorted(generate.write(m, repo_copy)) == sorted([edited, deleted])
+    assert edited.read_text() == generate.dockerfile(m, m.get("tf2.21-cpu"))
+    assert generate.check(m, repo_copy) == []
+    assert list(repo_copy.rglob("*.tmp")) == []
+    assert generate.write(m, repo_copy) == []  # nothing left to write
+
+
+# --- Dockerfile contents ---------------------------------------------------------------
+
+def test_cpu_dockerfile_has_no_cuda_stage_and_no_nvidia_env(real_matrix):
+    text = dockerfile(real_matrix, real_matrix.default_cpu)
+    assert "cuda-libs" not in text
+    assert "NVIDIA_" not in text
+
+
+@pytest.mark.parametrize("variant_id", ["tf2.21-cuda12.5", "tf2.17-cuda12.3", "tf2.14-cuda11.8"])
+def test_cuda_dockerfile_carries_static_labels_and_nvidia_env(real_matrix, variant_id):
+    text = dockerfile(real_matrix, variant_id)
+    static = labels.static_labels(real_matrix, real_matrix.get(variant_id))
+    assert "io.kerasenv.min-driver-ptx-jit" in static
+    for key, value in static.items():
+        assert f'{key}="{value}"' in text, key
+    assert "NVIDIA_VISIBLE_DEVICES=all" in final_stage(text)
+
+
+def test_no_dockerfile_uses_buildkit_only_syntax(real_matrix):
+    for v in real_matrix.variants:
+        text = generate.dockerfile(real_matrix, v)
+        assert [s for s in BUILDKIT_ONLY if s in text] == [], v.id
+
+
+def test_final_stage_never_sees_the_build_ca(real_matrix):
+    for v in real_matrix.variants:
+        final = final_stage(generate.dockerfile(real_matrix, v))
+        assert final.startswith("\nFROM ")
+        for needle in ("build-ca", "PIP_CERT", "build-trust"):
+            assert needle not in final, (v.id, needle)
+
+
+def test_cuda_libs_stage_is_identical_for_variants_sharing_a_stack(real_matrix):
+    first, second = (stage(dockerfile(real_matrix, i), "cuda-libs") for i in SHARED_CUDA)
+    assert "requirements-cuda.lock" in first
+    assert first == second
+
+
+def test_runtime_up_to_the_cuda_layer_is_identical_for_variants_sharing_a_stack(real_matrix):
+    marker = "COPY --from=cuda-libs"
+    prefixes = []
+    for variant_id in SHARED_CUDA:
+        text = dockerfile(real_matrix, variant_id)
+        assert text.count(marker) == 1
+        prefixes.append(instructions(text[: text.index(marker)]))
+    assert prefixes[0] == prefixes[1]
+
+
+def test_cuda_locks_are_byte_identical_for_variants_sharing_a_stack(repo_root):
+    # The cuda-libs layer is only reused when COPY requirements-cuda.lock sees the same bytes.
+    first, second = ((repo_root / "images" / i / "requirements-cuda.lock").read_text()
+                     for i in SHARED_CUDA)
+    assert first.splitlines() == second.splitlines()
+    assert first == second

@@ -1,0 +1,124 @@
+"""Hash-locked requirements: committed files, parse/render, and what write() refuses."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kerasenv import locks
+from kerasenv.errors import KerasenvError
+from kerasenv.locks import Pin
+from kerasenv.matrix import load
+
+VARIANTS = [v for v in load().variants if v.family != "rocm"]
+CUDA_VARIANTS = [v for v in VARIANTS if v.family == "cuda"]
+CPU = next(v for v in VARIANTS if v.family == "cpu")
+ENTRY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[0-9][A-Za-z0-9.+!]*( \\)?$")
+HASH = re.compile(r"^    --hash=sha256:[0-9a-f]{64}( \\)?$")
+FAKE_HASH = "--hash=sha256:" + "ab" * 32
+
+
+def ids(variants):
+    return [v.id for v in variants]
+
+
+def lock_of(repo_root, v, name=locks.MAIN_LOCK) -> str:
+    return (repo_root / "images" / v.id / name).read_text(encoding="utf-8")
+
+
+def committed_locks(repo_root):
+    for v in VARIANTS:
+        yield lock_of(repo_root, v)
+        if v.family == "cuda":
+            yield lock_of(repo_root, v, locks.CUDA_LOCK)
+
+
+def versions(pins: dict[str, Pin]) -> dict[str, str]:
+    return {name: pin.version for name, pin in pins.items()}
+
+
+# --- committed locks ------------------------------------------------------------------
+
+def test_every_committed_entry_is_an_exact_pin_with_sha256_hashes(repo_root):
+    for text in committed_locks(repo_root):
+        body = [line for line in text.splitlines() if line and not line.startswith("#")]
+        assert body and ENTRY.match(body[0])
+        for line in body:
+            assert ENTRY.match(line) or HASH.match(line), line
+        for pin in locks.parse(text).values():
+            assert pin.hashes, pin.name
+
+
+@pytest.mark.parametrize("v", CUDA_VARIANTS, ids=ids(CUDA_VARIANTS))
+def test_cuda_lock_holds_exactly_the_tested_wheels(repo_root, v):
+    pins = locks.parse(lock_of(repo_root, v, locks.CUDA_LOCK))
+    assert versions(pins) == {locks.normalize(n): ver for n, ver in v.cuda_wheels().items()}
+
+
+@pytest.mark.parametrize("v", VARIANTS, ids=ids(VARIANTS))
+def test_main_lock_holds_matrix_versions_and_no_nvidia_wheel(repo_root, v):
+    pins = versions(locks.parse(lock_of(repo_root, v)))
+    assert [name for name in pins if name.startswith("nvidia")] == []
+    assert pins[v.tensorflow_package] == v.tensorflow
+    assert pins["keras"] == v.keras
+    assert locks.check_variant(v, repo_root / "images" / v.id) == []
+
+
+def test_cpu_variant_has_no_cuda_lock(repo_root):
+    assert not (repo_root / "images" / CPU.id / locks.CUDA_LOCK).exists()
+
+
+# --- parse / render / write -------------------------------------------------------------
+
+@pytest.mark.parametrize("line", [
+    "numpy>=1.26", "-e git+https://example.org/x.git", "--index-url https://example.org/simple",
+])
+def test_parse_rejects_an_unexpected_line(line):
+    with pytest.raises(ValueError, match="unexpected line"):
+        locks.parse(f"absl-py==2.1.0 \\\n    {FAKE_HASH}\n{line}\n")
+
+
+def test_parse_reads_entries_hashes_and_skips_comments():
+    pins = locks.parse(f"# header\n\nKeras==3.15.1 \\\n    {FAKE_HASH} \\\n    {FAKE_HASH}\nsix==1.16.0\n")
+    assert pins["keras"] == Pin("Keras", "3.15.1", (FAKE_HASH, FAKE_HASH))
+    assert pins["six"].hashes == ()
+
+
+def test_render_then_parse_round_trips():
+    v = CUDA_VARIANTS[0]
+    pins = [Pin("zipp", "3.20.0", (FAKE_HASH,)), Pin("Absl_Py", "2.1.0", (FAKE_HASH, FAKE_HASH))]
+    text = locks.render(v, pins, part="test")
+    assert locks.parse(text) == {locks.normalize(p.name): p for p in pins}
+    assert text.index("Absl_Py==") < text.index("zipp==")  # sorted by normalized name
+    assert f"# inputs: {' '.join(locks.inputs(v))}" in text.splitlines()
+
+
+def resolved(v, *extra: Pin) -> dict[str, Pin]:
+    """What a resolution of v could return: its own pins plus `extra`."""
+    pins = [Pin(v.tensorflow_package, v.tensorflow, (FAKE_HASH,)), Pin("keras", v.keras, (FAKE_HASH,))]
+    pins += [Pin(name, ver, (FAKE_HASH,)) for name, ver in v.cuda_wheels().items()]
+    return {locks.normalize(p.name): p for p in pins + list(extra)}
+
+
+def test_write_splits_cuda_wheels_into_their_own_lock(tmp_path):
+    v = CUDA_VARIANTS[0]
+    written = locks.write(v, tmp_path, resolved(v))
+    assert sorted(p.name for p in written) == sorted([locks.MAIN_LOCK, locks.CUDA_LOCK])
+    assert locks.check_variant(v, tmp_path) == []
+    assert list(tmp_path.glob("*.tmp")) == []
+
+
+@pytest.mark.parametrize("v", [CPU, CUDA_VARIANTS[0]], ids=["cpu", "cuda"])
+def test_write_refuses_unpinned_nvidia_wheels(tmp_path, v):
+    stray = Pin("nvidia-nvtx-cu12", "12.5.82", (FAKE_HASH,))
+    with pytest.raises(KerasenvError, match="nvidia-nvtx-cu12"):
+        locks.write(v, tmp_path, resolved(v, stray))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_inputs_name_every_pin_and_nothing_for_rocm():
+    v = CUDA_VARIANTS[0]
+    assert locks.inputs(v)[:2] == [f"tensorflow=={v.tensorflow}", f"keras=={v.keras}"]
+    assert len(locks.inputs(v)) == 2 + len(v.cuda_wheels())
+    assert locks.inputs(next(x for x in load().variants if x.family == "rocm")) == []

@@ -1,0 +1,169 @@
+"""images/matrix.toml: the committed file loads; bad inputs fail with one precise line."""
+
+from __future__ import annotations
+
+import pytest
+
+from kerasenv import matrix
+from kerasenv.errors import EXIT_USAGE, MatrixError, UsageError
+
+CPU = "variant 'tf2.21-cpu'"
+GPU = "variant 'tf2.21-cuda12.5'"
+TF217 = "variant 'tf2.17-cuda12.3'"
+TF215 = "variant 'tf2.15-cuda12.2'"
+ROCM = "variant 'tf2.17-rocm6.3'"
+CPU_ID = 'id = "tf2.21-cpu"\n'
+GPU_ID = 'id = "tf2.21-cuda12.5"\n'
+
+
+def load_error(path) -> str:
+    """Load a matrix that must be rejected; return its one-line message."""
+    with pytest.raises(MatrixError) as info:
+        matrix.load(path)
+    assert info.value.exit_code == EXIT_USAGE
+    message = info.value.message
+    assert "\n" not in message, message
+    assert str(path) in message
+    return message
+
+
+# --- the committed matrix --------------------------------------------------------------
+
+def test_committed_matrix_loads_with_unique_ids(real_matrix):
+    assert len(real_matrix.variants) >= 7
+    assert len(set(real_matrix.ids)) == len(real_matrix.ids)
+
+
+def test_every_variant_has_a_generated_folder(real_matrix, repo_root):
+    folders = {p.name for p in (repo_root / "images").iterdir() if p.is_dir()}
+    assert folders == set(real_matrix.ids)
+
+
+@pytest.mark.parametrize("key, family", [
+    ("default_gpu", "cuda"), ("default_cpu", "cpu"), ("default_rocm", "rocm"),
+])
+def test_defaults_point_to_variants_of_the_right_family(real_matrix, key, family):
+    assert real_matrix.get(getattr(real_matrix, key)).family == family
+
+
+def test_committed_defaults_are_the_newest_releases(real_matrix):
+    assert real_matrix.default_gpu == "tf2.21-cuda12.5"
+    assert real_matrix.default_cpu == "tf2.21-cpu"
+
+
+def test_get_unknown_id_lists_the_valid_ids(real_matrix):
+    with pytest.raises(UsageError) as info:
+        real_matrix.get("nope")
+    assert all(i in info.value.message for i in real_matrix.ids)
+
+
+def test_cuda_variants_carry_tested_stack_and_wheels(real_matrix):
+    for v in real_matrix.variants:
+        if v.family != "cuda":
+            assert v.cuda_wheels() == {} and v.min_driver is None
+            continue
+        wheels = v.cuda_wheels()
+        assert wheels[f"nvidia-cudnn-cu{v.cuda.split('.')[0]}"] == v.cudnn
+        assert wheels[f"nvidia-nccl-cu{v.cuda.split('.')[0]}"] == v.nccl
+        assert v.compute_capabilities
+
+
+@pytest.mark.parametrize("family, package", [
+    ("cpu", "tensorflow-cpu"), ("cuda", "tensorflow"), ("rocm", "tensorflow-rocm"),
+])
+def test_tensorflow_package_follows_family(real_matrix, family, package):
+    assert {v.tensorflow_package for v in real_matrix.variants if v.family == family} == {package}
+
+
+# --- bad matrices ------------------------------------------------------------------------
+
+BAD_VARIANTS = [
+    pytest.param('python = "3.11"', "python = 3.11", CPU, "'python'", "must be a str",
+                 id="python-as-float"),
+    pytest.param('family = "cpu"', 'family = "tpu"', CPU, "'family'", "unknown family",
+                 id="unknown-family"),
+    pytest.param(CPU_ID, CPU_ID + 'colour = "red"\n', CPU, "'colour'", "unknown field",
+                 id="unknown-field"),
+    pytest.param(CPU_ID + 'family = "cpu"\ntensorflow = "2.21.0"\n', CPU_ID + 'family = "cpu"\n',
+                 CPU, "'tensorflow'", "missing", id="missing-required-field"),
+    pytest.param(CPU_ID, CPU_ID + 'cuda = "12.5"\n', CPU, "'cuda'", "not allowed",
+                 id="cuda-field-on-cpu"),
+    pytest.param('cudnn = "9.3.0.75"', 'cudnn = "8.9.7.29"', GPU, "'cudnn'", "8.9.7.29",
+                 id="tf2.21-with-cudnn8"),
+    pytest.param('cuda = "12.3"', 'cuda = "12.5"', TF217, "'cuda'", "12.5",
+                 id="tf2.17-with-cuda12.5"),
+    pytest.param('nccl = "2.19.3"', 'nccl = "2.19.4"', TF217, "'nccl'", "==2.19.3",
+                 id="tf2.17-nccl-not-the-exact-pin"),
+    pytest.param('nccl = "2.27.7"', 'nccl = "2.26.0"', GPU, "'nccl'", ">=2.27.7",
+                 id="tf2.21-nccl-below-floor"),
+    pytest.param('nccl = "2.27.7"', 'nccl = "3.0.1"', GPU, "'nccl'", "<3.0",
+                 id="tf2.21-nccl-3"),
+    pytest.param('keras = "3.15.1"', 'keras = "2.15.0"', CPU, "'keras'", "Keras 3",
+                 id="tf2.21-with-keras2"),
+    pytest.param('keras = "2.15.0"', 'keras = "3.6.0"', TF215, "'keras'", "Keras 2",
+                 id="tf2.15-with-keras3"),
+    pytest.param('keras = "2.15.0"', 'keras = "2.14.0"', TF215, "'keras'", "2.15.x",
+                 id="tf2.15-with-keras2.14"),
+    pytest.param('keras = "3.15.1"', 'keras = "3.15"', CPU, "'keras'", "exact",
+                 id="keras-not-exact"),
+    pytest.param('python = "3.11"', 'python = "3.12"', CPU, "'python'", "provides Python 3.11",
+                 id="python-not-from-bookworm"),
+    pytest.param('tensorflow = "2.21.0"', 'tensorflow = "2.22.0"', CPU, "'tensorflow'",
+                 "no tested-build entry", id="unknown-tf-release"),
+    pytest.param('tensorflow = "2.17.0"', 'tensorflow = "2.18.0"', ROCM, "'tensorflow'",
+                 "not validated on ROCm 6.3.3", id="tf-not-validated-on-rocm"),
+    pytest.param('rocm = "6.3.3"', 'rocm = "5.7.1"', ROCM, "'rocm'", "no TensorFlow support",
+                 id="unknown-rocm"),
+    pytest.param('id = "tf2.20-cuda12.5"', 'id = "tf2.21-cuda12.5"', GPU, "'id'", "duplicate id",
+                 id="duplicate-id"),
+    pytest.param(CPU_ID, 'id = "TF2.21-CPU"\n', "variant 'TF2.21-CPU'", "'id'", "Docker tag",
+                 id="id-not-a-docker-tag"),
+    pytest.param("size_budget_mb = 1700", "size_budget_mb = 0", CPU, "'size_budget_mb'",
+                 "positive", id="size-budget-zero"),
+]
+
+
+@pytest.mark.parametrize("old, new, entry, field, reason", BAD_VARIANTS)
+def test_bad_variant_is_rejected_naming_file_entry_and_field(write_matrix, old, new, entry,
+                                                              field, reason):
+    message = load_error(write_matrix(old, new))
+    assert f"{entry}, field {field}:" in message
+    assert reason in message
+
+
+@pytest.mark.parametrize("old, new, where, reason", [
+    pytest.param('default_gpu = "tf2.21-cuda12.5"', 'default_gpu = "tf2.21-cpu"', "default_gpu",
+                 "expected cuda", id="default-gpu-is-cpu"),
+    pytest.param('default_cpu = "tf2.21-cpu"', 'default_cpu = "tf9-cpu"', "default_cpu",
+                 "not a variant id", id="default-cpu-unknown"),
+    pytest.param("schema_version = 1", "schema_version = 2", "schema_version", "expected 1",
+                 id="schema-version"),
+    pytest.param('source = "https://', 'source = "http://', "project, field 'source'", "https://",
+                 id="project-source-not-https"),
+])
+def test_bad_top_level_key_is_rejected(write_matrix, old, new, where, reason):
+    message = load_error(write_matrix(old, new))
+    assert f": {where}: " in message
+    assert reason in message
+
+
+def test_nccl_floor_accepts_a_newer_2x_release(write_matrix):
+    loaded = matrix.load(write_matrix('nccl = "2.27.7"', 'nccl = "2.28.3"'))
+    assert loaded.get("tf2.21-cuda12.5").nccl == "2.28.3"
+
+
+def test_unmodified_copy_loads(write_matrix, real_matrix):
+    assert matrix.load(write_matrix(text=real_matrix.path.read_text())).ids == real_matrix.ids
+
+
+def test_invalid_toml_is_rejected(write_matrix, matrix_text):
+    assert "not valid TOML" in load_error(write_matrix(text=matrix_text + "\n[[variant]\n"))
+
+
+def test_missing_file_is_rejected(tmp_path):
+    assert "not found" in load_error(tmp_path / "absent.toml")
+
+
+def test_minimal_matrix_without_variants_is_rejected(write_matrix):
+    message = load_error(write_matrix(text="schema_version = 1\n"))
+    assert "no [[variant]] entries" in message
