@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 
-.PHONY: help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images
+.PHONY: help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
@@ -65,3 +65,9 @@ clean: venv ## remove the project's containers and dangling images (by label)
 
 clean-images: venv ## clean, and also remove every kerasenv:<id> image
 	$(KERASENV) clean --images
+
+size: venv ## sizes of the built images: layers by part, shared bytes, budgets
+	$(KERASENV) size
+
+size-check: venv ## fail when a built image exceeds its size budget (images/matrix.toml)
+	$(KERASENV) size --check

@@ -53,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--mirror", default="http://deb.debian.org/debian", help="Debian mirror")
     s.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
 
+    s = sub.add_parser("size", help="image sizes, layer attribution, shared bytes, budgets")
+    s.add_argument("ids", nargs="*", metavar="ID", help="variants (default: every one built locally)")
+    s.add_argument("--check", action="store_true", help="exit 1 when an image exceeds its budget")
+
     s = sub.add_parser("clean", help="remove the project's containers and dangling images")
     s.add_argument("--images", action="store_true", help="also remove every kerasenv:<id> image")
     return p
@@ -183,11 +187,44 @@ def _cmd_clean(args, matrix: Matrix) -> int:
     return 0
 
 
+def _cmd_size(args, matrix: Matrix) -> int:
+    from . import docker_client, sizes
+
+    client = docker_client.client()
+    variants = matrix.select(args.ids) if args.ids else [
+        v for v in matrix.variants if client.images.list(name=v.image_ref)]
+    measured = {}
+    for v in variants:
+        if not client.images.list(name=v.image_ref):
+            raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}`")
+        measured[v.id] = sizes.measure(client, v.image_ref, v.base_image)
+    over = []
+    print(f"{'image':<26}{'total':>9}{'budget':>9}" + "".join(f"{p:>12}" for p in sizes.PARTS))
+    for v in variants:
+        m = measured[v.id]
+        budget = f"{v.size_budget_mb / 1000:.2f}" if v.size_budget_mb else "-"
+        print(f"{v.image_ref:<26}{m.total / 1e9:>8.2f}G{budget:>8}G"
+              + "".join(f"{m.parts.get(p, 0) / 1e6:>11.0f}M" for p in sizes.PARTS))
+        if m.over_budget(v):
+            over.append(v)
+    ids = list(measured)
+    for i, a in enumerate(ids):
+        for b in ids[i + 1:]:
+            shared = sizes.shared_bytes(measured[a], measured[b])
+            if shared > 100e6:
+                print(f"shared by {a} and {b}: {shared / 1e9:.2f} GB")
+    if args.check and over:
+        raise KerasenvError("over budget: " + ", ".join(
+            f"{v.id} {measured[v.id].total / 1e9:.2f} GB > {v.size_budget_mb / 1000:.2f} GB" for v in over))
+    return 0
+
+
 COMMANDS = {
     "list": _cmd_list,
     "generate": _cmd_generate,
     "lock": _cmd_lock,
     "build": _cmd_build,
     "base-offline": _cmd_base_offline,
+    "size": _cmd_size,
     "clean": _cmd_clean,
 }

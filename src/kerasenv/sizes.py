@@ -1,0 +1,67 @@
+"""Image sizes: total, layers attributed to base / Python / CUDA / TensorFlow / ours,
+bytes shared between images, and the matrix's size budgets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .matrix import Variant
+
+PARTS = ("base", "python", "cuda", "tensorflow", "kerasenv")
+
+
+@dataclass
+class ImageSize:
+    ref: str
+    total: int
+    parts: dict[str, int] = field(default_factory=dict)
+    layers: list[tuple[str, int]] = field(default_factory=list)  # (diff id, bytes)
+
+    def over_budget(self, v: Variant) -> bool:
+        return v.size_budget_mb is not None and self.total > v.size_budget_mb * 1_000_000
+
+
+def _part(created_by: str, below_base: bool) -> str:
+    if below_base:
+        return "base"
+    if "COPY dir:" in created_by and " in /opt/venv/lib/" in created_by:
+        return "cuda"  # COPY --from=cuda-libs ... /opt/venv/lib/pythonX.Y/site-packages/
+    if "COPY dir:" in created_by and created_by.rstrip().endswith("in /opt/venv"):
+        return "tensorflow"  # COPY --from=builder /opt/venv
+    if "apt-get install" in created_by:
+        return "python"
+    return "kerasenv"
+
+
+def measure(client, ref: str, base_ref: str | None) -> ImageSize:
+    image = client.images.get(ref)
+    diff_ids = image.attrs["RootFS"]["Layers"]
+    base_layers = 0
+    if base_ref:
+        try:
+            base_diff = client.images.get(base_ref).attrs["RootFS"]["Layers"]
+            if diff_ids[: len(base_diff)] == base_diff:
+                base_layers = len(base_diff)
+        except Exception:  # base not present locally: attribute nothing to it
+            base_layers = 0
+    # History is newest first; entries that made a filesystem layer map onto RootFS in order.
+    history = [h for h in reversed(image.history()) if not _is_empty_layer(h)]
+    result = ImageSize(ref, image.attrs["Size"])
+    for index, (diff_id, entry) in enumerate(zip(diff_ids, history)):
+        size = int(entry.get("Size", 0))
+        part = _part(entry.get("CreatedBy", ""), index < base_layers)
+        result.parts[part] = result.parts.get(part, 0) + size
+        result.layers.append((diff_id, size))
+    return result
+
+
+def _is_empty_layer(entry: dict) -> bool:
+    # The classic builder marks metadata-only steps with "#(nop)" and size 0, except COPY/ADD.
+    created = entry.get("CreatedBy", "")
+    return entry.get("Size", 0) == 0 and "#(nop)" in created and " COPY " not in created and " ADD " not in created
+
+
+def shared_bytes(a: ImageSize, b: ImageSize) -> int:
+    """Bytes of layers stored once for both images (same diff id)."""
+    b_ids = {diff for diff, _ in b.layers}
+    return sum(size for diff, size in a.layers if diff in b_ids)

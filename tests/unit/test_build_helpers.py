@@ -1,0 +1,136 @@
+"""Pure helpers of build.py: CA discovery and reading, build context, dates, base image."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tarfile
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from kerasenv import build
+from kerasenv.errors import UsageError
+
+CA_ORDER = ("KERASENV_CA_CERT", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+@pytest.fixture
+def no_ca_env(monkeypatch):
+    for name in CA_ORDER:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.fixture
+def variant_folder(tmp_path, repo_root):
+    """A copy of a real variant folder with a stale build-ca.pem lying in it."""
+    folder = tmp_path / "tf2.21-cuda12.5"
+    shutil.copytree(repo_root / "images" / "tf2.21-cuda12.5", folder)
+    (folder / "build-ca.pem").write_bytes(b"stale CA left in the folder")
+    return folder
+
+
+def tar_members(folder, ca_pem) -> dict[str, bytes]:
+    with tarfile.open(fileobj=build.context_tar(folder, ca_pem)) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+
+
+# --- default_ca_cert ---------------------------------------------------------------------
+
+def test_no_ca_setting_gives_none(no_ca_env):
+    assert build.default_ca_cert(None) is None
+
+
+def test_explicit_ca_wins_over_environment(no_ca_env):
+    for name in CA_ORDER:
+        no_ca_env.setenv(name, f"/env/{name}.pem")
+    assert build.default_ca_cert("/explicit.pem") == "/explicit.pem"
+
+
+@pytest.mark.parametrize("index", range(len(CA_ORDER)), ids=CA_ORDER)
+def test_environment_cas_are_tried_in_order(no_ca_env, index):
+    for name in CA_ORDER[index:]:
+        no_ca_env.setenv(name, f"/env/{name}.pem")
+    assert build.default_ca_cert(None) == f"/env/{CA_ORDER[index]}.pem"
+
+
+def test_empty_environment_value_is_skipped(no_ca_env):
+    no_ca_env.setenv("KERASENV_CA_CERT", "")
+    no_ca_env.setenv("SSL_CERT_FILE", "/etc/ssl/certs/ca.pem")
+    assert build.default_ca_cert(None) == "/etc/ssl/certs/ca.pem"
+
+
+# --- read_ca_cert ------------------------------------------------------------------------
+
+def test_pem_ca_is_read(tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(PEM)
+    assert build.read_ca_cert(str(ca)) == PEM
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda p: None, "does not exist"),
+    (lambda p: p.write_bytes(b"MIIB base64 without armour"), "not a PEM certificate"),
+    (lambda p: p.mkdir(), "cannot be read"),
+])
+def test_unusable_ca_is_a_usage_error_naming_the_file(tmp_path, make, reason):
+    ca = tmp_path / "ca.pem"
+    make(ca)
+    with pytest.raises(UsageError, match=reason) as info:
+        build.read_ca_cert(str(ca))
+    assert str(ca) in info.value.message and "\n" not in info.value.message
+
+
+# --- context_tar -------------------------------------------------------------------------
+
+def test_context_holds_the_variant_files_but_not_a_stray_ca(variant_folder):
+    members = tar_members(variant_folder, None)
+    assert {"Dockerfile", ".dockerignore", "requirements.lock", "requirements-cuda.lock"} <= set(members)
+    assert "build-ca.pem" not in members
+    assert members["Dockerfile"] == (variant_folder / "Dockerfile").read_bytes()
+
+
+def test_context_carries_only_the_ca_passed_in(variant_folder):
+    members = tar_members(variant_folder, PEM)
+    assert members["build-ca.pem"] == PEM
+    assert list(members).count("build-ca.pem") == 1
+
+
+def test_context_skips_subfolders(variant_folder):
+    (variant_folder / "cache").mkdir()
+    (variant_folder / "cache" / "big.bin").write_bytes(b"x")
+    assert not [name for name in tar_members(variant_folder, None) if name.startswith("cache")]
+
+
+# --- build_date --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("epoch, expected", [
+    ("0", "1970-01-01T00:00:00Z"), ("1700000000", "2023-11-14T22:13:20Z"),
+])
+def test_build_date_honours_source_date_epoch(monkeypatch, epoch, expected):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
+    assert build.build_date() == expected
+
+
+def test_build_date_defaults_to_now_in_utc(monkeypatch):
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    stamp = build.build_date()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp)
+    when = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert abs(datetime.now(timezone.utc) - when) < timedelta(minutes=5)
+
+
+# --- effective_base ----------------------------------------------------------------------
+
+def test_base_override_applies_to_debian_variants_only(real_matrix):
+    override = "registry.example/debian:bookworm-slim"
+    for v in real_matrix.variants:
+        expected = v.base_image if v.family == "rocm" else override
+        assert build.effective_base(v, override, real_matrix) == expected, v.id
+
+
+def test_no_override_keeps_the_matrix_base(real_matrix):
+    for v in real_matrix.variants:
+        assert build.effective_base(v, None, real_matrix) == v.base_image
