@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -52,6 +53,36 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--tag", help="image name (default: debian:<suite>-slim)")
     s.add_argument("--mirror", default="http://deb.debian.org/debian", help="Debian mirror")
     s.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
+
+    s = sub.add_parser("doctor", help="host preflight and a verdict for every variant (works without a GPU)")
+    s.add_argument("--json", action="store_true", help="machine-readable report")
+    s.add_argument("--require-gpu", action="store_true", help="exit 3 when no GPU variant can run here")
+    s.add_argument("--container", metavar="ID", help="also run nvidia-smi -L and a TF GPU probe inside this image")
+    s.add_argument("--gpus", default="all", help="GPU request for --container (default: all)")
+
+    for command, text in (("smoke", "run the smoke training in a variant (the verification)"),
+                          ("run", "run a command (default: the smoke training) in a variant")):
+        s = sub.add_parser(command, help=text)
+        s.add_argument("id", metavar="ID", help="variant id, or auto (doctor's recommendation)")
+        s.add_argument("--gpus", default="auto",
+                       help="all | N | device=0,1 | none; auto: all when the host can give GPUs (default)")
+        s.add_argument("--shm-size", default="2g", help="shared memory (default 2g; Docker's is 64m)")
+        s.add_argument("--runs-dir", type=Path, default=Path("runs"),
+                       help="host directory mounted at /workspace/runs (default ./runs)")
+        s.add_argument("--user", help="UID:GID inside the container (default: yours)")
+        s.add_argument("--memory", help="container memory limit, e.g. 4g")
+        s.add_argument("--build-missing", action="store_true", help="build the image first if it is missing")
+        s.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE")
+        if command == "smoke":
+            s.add_argument("--require-gpu", action="store_true", help="exit 3 unless TensorFlow sees a GPU")
+            s.add_argument("--epochs", type=int)
+            s.add_argument("--batch-size", type=int)
+            s.add_argument("--learning-rate", type=float)
+            s.add_argument("--mixed-precision", choices=("auto", "off", "float16", "bfloat16"))
+            s.add_argument("--run-id", help="name of ./runs/<run-id> (the same id resumes)")
+            s.add_argument("--json", action="store_true", help="print the report on stdout")
+        s.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD",
+                       help="command to run instead of the default (run), or extra smoke_train.py arguments (smoke)")
 
     s = sub.add_parser("size", help="image sizes, layer attribution, shared bytes, budgets")
     s.add_argument("ids", nargs="*", metavar="ID", help="variants (default: every one built locally)")
@@ -136,8 +167,6 @@ def _cmd_lock(args, matrix: Matrix) -> int:
 
 
 def _cmd_build(args, matrix: Matrix) -> int:
-    import os
-
     from . import build, docker_client
 
     if args.all:
@@ -219,12 +248,165 @@ def _cmd_size(args, matrix: Matrix) -> int:
     return 0
 
 
+def _cmd_doctor(args, matrix: Matrix) -> int:
+    from . import docker_client, doctor
+
+    facts = doctor.gather(docker_client.client)
+    report = doctor.judge(facts, matrix)
+    result = report.as_dict()
+    container = None
+    if args.container:
+        container = _container_probe(matrix.get(args.container), args.gpus)
+        result["container"] = container
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(doctor.format_text(report))
+        if container:
+            for key in ("nvidia_smi_l", "tf_gpus"):
+                print(f"{container['status'][key]:<4}  container {key:<12} {container[key]}")
+    if any(c.status == doctor.FAIL for c in report.host if c.name == "docker"):
+        return 1
+    if container and "FAIL" in container["status"].values():
+        return 3
+    if args.require_gpu and not report.gpu_usable:
+        print(f"kerasenv: error: no GPU variant can run on this host ({report.reason}); the lines "
+              "above say what to fix (driver, NVIDIA Container Toolkit), then rerun `kerasenv doctor`",
+              file=sys.stderr)
+        return 3
+    return 0
+
+
+def _container_probe(v, gpus: str) -> dict:
+    """nvidia-smi -L and TensorFlow's GPU list inside the image, with the GPU flags."""
+    import io
+
+    from . import docker_client, runner
+
+    client = docker_client.client()
+    probe = ("import json, shutil, subprocess, tensorflow as tf\n"
+             "smi = shutil.which('nvidia-smi')\n"
+             "out = subprocess.run([smi, '-L'], capture_output=True, text=True).stdout.strip() if smi else None\n"
+             "print(json.dumps({'nvidia_smi_l': out, 'tf_gpus': [d.name for d in tf.config.list_physical_devices('GPU')]}))")
+    stdout, stderr = io.StringIO(), io.StringIO()
+    try:
+        result = runner.run(client, v, ["python", "-c", probe], gpus=gpus, runs_dir=None, user=None,
+                            kind="probe", stream=stderr, stdout=stdout, network="none")
+    except KerasenvError as exc:
+        return {"nvidia_smi_l": exc.message, "tf_gpus": [], "status": {"nvidia_smi_l": "FAIL", "tf_gpus": "FAIL"}}
+    try:
+        data = json.loads(stdout.getvalue().strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        data = {"nvidia_smi_l": f"probe failed (exit {result.exit_code})", "tf_gpus": []}
+    data["status"] = {"nvidia_smi_l": "PASS" if data.get("nvidia_smi_l") else "FAIL",
+                      "tf_gpus": "PASS" if data.get("tf_gpus") else "FAIL"}
+    return data
+
+
+def _resolve_run_variant(args, matrix: Matrix, client):
+    from . import doctor
+
+    if args.id != "auto":
+        return matrix.get(args.id), args.gpus
+    report = doctor.judge(doctor.gather(lambda: client), matrix)
+    print(f"kerasenv: using {report.recommended} ({report.reason})", file=sys.stderr)
+    return matrix.get(report.recommended), args.gpus
+
+
+def _gpus_for(v, spec: str, client) -> str:
+    """--gpus auto: all GPUs when Docker can hand them out, else none (CPU fallback)."""
+    if spec != "auto":
+        return spec
+    if v.family == "rocm":
+        return "all"
+    if v.family != "cuda":
+        return "none"
+    runtimes = (client.info().get("Runtimes") or {}).keys()
+    from . import doctor
+
+    cdi = any(os.path.isdir(d) and any(f.startswith("nvidia") for f in os.listdir(d)) for d in doctor.CDI_SPEC_DIRS)
+    if "nvidia" in runtimes or cdi:
+        return "all"
+    print("kerasenv: no NVIDIA runtime in Docker: running without a GPU (--gpus all to insist)", file=sys.stderr)
+    return "none"
+
+
+def _container_args(args) -> tuple[list[str] | None, dict[str, str]]:
+    cmd = [c for c in args.cmd if c != "--"] if args.cmd else []
+    env = {}
+    for item in args.env:
+        if "=" not in item:
+            raise UsageError(f"-e {item!r}: expected KEY=VALUE")
+        key, value = item.split("=", 1)
+        env[key] = value
+    return cmd, env
+
+
+def _cmd_run(args, matrix: Matrix) -> int:
+    return _run_container(args, matrix, smoke=False)
+
+
+def _cmd_smoke(args, matrix: Matrix) -> int:
+    return _run_container(args, matrix, smoke=True)
+
+
+def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
+    import uuid
+    from datetime import datetime, timezone
+
+    from . import build, docker_client, gpu_request, runner
+
+    gpu_request.parse(None if args.gpus == "auto" else args.gpus)  # reject bad specs before Docker
+    runner.parse_shm(args.shm_size)
+    client = docker_client.client()
+    v, spec = _resolve_run_variant(args, matrix, client)
+    if args.build_missing and not client.images.list(name=v.image_ref):
+        ca = build.default_ca_cert(None)
+        build.build(client, matrix, v, ca_cert=ca)
+    gpus = _gpus_for(v, spec, client)
+    cmd, env = _container_args(args)
+    python = "python3" if v.family == "rocm" else "python"
+    run_id = None
+    if smoke or not cmd:
+        run_id = getattr(args, "run_id", None) or (
+            datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6])
+        script = [python, "/opt/kerasenv/smoke_train.py", "--run-id", run_id]
+        if smoke:
+            for flag in ("epochs", "batch_size", "learning_rate", "mixed_precision"):
+                value = getattr(args, flag)
+                if value is not None:
+                    script += [f"--{flag.replace('_', '-')}", str(value)]
+            if args.require_gpu:
+                script.append("--require-gpu")
+            cmd = script + cmd
+        else:
+            cmd = script
+    result = runner.run(client, v, cmd, gpus=gpus, shm_size=args.shm_size, runs_dir=args.runs_dir,
+                        user=args.user, env=env, memory=args.memory, kind="smoke" if smoke else "run",
+                        network="none" if smoke else None)
+    if result.oom_killed:
+        limit = f"{result.memory_limit / 2**30:.1f} GiB" if result.memory_limit else "host memory"
+        print(f"kerasenv: error: the container was OOM-killed (limit {limit}): lower BATCH_SIZE or "
+              "raise --memory", file=sys.stderr)
+        return 5
+    if run_id:
+        report = Path(args.runs_dir) / run_id / "report.json"
+        if getattr(args, "json", False) and report.exists():
+            sys.stdout.write(report.read_text())
+        print(f"kerasenv: report {report}" if report.exists() else
+              f"kerasenv: no report was written ({report})", file=sys.stderr)
+    return result.exit_code
+
+
 COMMANDS = {
     "list": _cmd_list,
     "generate": _cmd_generate,
     "lock": _cmd_lock,
     "build": _cmd_build,
     "base-offline": _cmd_base_offline,
+    "doctor": _cmd_doctor,
+    "smoke": _cmd_smoke,
+    "run": _cmd_run,
     "size": _cmd_size,
     "clean": _cmd_clean,
 }

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from . import labels as labels_mod
 from . import locks, table
-from .matrix import Matrix, Variant
+from .matrix import REPO_ROOT, Matrix, Variant
 
+SMOKE_SCRIPT = REPO_ROOT / "scripts" / "smoke_train.py"
 _SECTION_RE = re.compile(r"\{\{#(\w+)\}\}\n(.*?)\{\{/\1\}\}\n", re.S)
 _PLACEHOLDER_RE = re.compile(r"\{\{(\w+)\}\}")
 
@@ -51,6 +52,7 @@ def _quote(value: str) -> str:
 def dockerfile(matrix: Matrix, v: Variant) -> str:
     values = {
         "id": v.id,
+        "family": v.family,
         "tensorflow": v.tensorflow,
         "keras": v.keras,
         "python": v.python,
@@ -70,6 +72,8 @@ def expected_files(matrix: Matrix, root: Path) -> dict[Path, str]:
         folder = root / "images" / v.id
         files[folder / "Dockerfile"] = dockerfile(matrix, v)
         files[folder / ".dockerignore"] = _template("dockerignore.in")
+        # A copy per image folder keeps `docker build images/<id>` self-contained.
+        files[folder / SMOKE_SCRIPT.name] = SMOKE_SCRIPT.read_text(encoding="utf-8")
     readme = root / "README.md"
     if readme.exists():
         files[readme] = table.replace_in_readme(readme.read_text(encoding="utf-8"), matrix)

@@ -39,7 +39,9 @@ def inputs(v: Variant) -> list[str]:
     """Top-level requirements the lock is resolved from."""
     if v.family == "rocm":
         return []
-    reqs = [f"{v.tensorflow_package}=={v.tensorflow}", f"keras=={v.keras}"]
+    # TensorBoard: TF 2.21 dropped the dependency, but without it tf.summary (Keras'
+    # TensorBoard callback, the smoke training's logs) raises TBNotInstalledError.
+    reqs = [f"{v.tensorflow_package}=={v.tensorflow}", f"keras=={v.keras}", "tensorboard"]
     # The nvidia wheels are named one by one rather than through `tensorflow[and-cuda]`:
     # exact pins for 2.20+ (whose extra has only ranges), and no TensorRT (2.14's extra).
     return reqs + cuda_inputs(v)
@@ -64,7 +66,10 @@ def parse(text: str) -> dict[str, Pin]:
             flush()
             current, hashes = (match.group(1), match.group(2)), []
         elif stripped.startswith("--hash="):
-            hashes.extend(_HASH_RE.findall(stripped))
+            found = _HASH_RE.findall(stripped)
+            if not found or " ".join(found) != stripped.rstrip(" \\").strip():
+                raise ValueError(f"not a sha256 hash line in lock file: {line!r}")
+            hashes.extend(found)
         else:
             raise ValueError(f"unexpected line in lock file: {line!r}")
     flush()

@@ -206,6 +206,8 @@ def _parse_variant(entry: Mapping[str, Any], fail) -> Variant:
             raise fail(key, f"{entry[key]!r} is not a version like 1.2.3")
     if not _PYTHON_RE.match(entry["python"]):
         raise fail("python", f"{entry['python']!r} is not a Python version like 3.11")
+    if any(c in entry.get("notes", "") for c in "|\n"):
+        raise fail("notes", "must be one line without '|' (it becomes a Markdown table cell)")
     if entry.get("size_budget_mb", 1) <= 0:
         raise fail("size_budget_mb", "must be a positive number of megabytes")
 

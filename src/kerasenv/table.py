@@ -9,7 +9,8 @@ END = "<!-- END variant-table -->"
 
 
 def _row(matrix: Matrix, v: Variant) -> list[str]:
-    default = {matrix.default_gpu: " (default GPU)", matrix.default_cpu: " (default CPU)"}.get(v.id, "")
+    default = {matrix.default_gpu: " (default GPU)", matrix.default_cpu: " (default CPU)",
+               matrix.default_rocm: " (default ROCm)"}.get(v.id, "")
     keras = v.keras + (" (tf.keras)" if v.keras_is_tf_keras else ".x" if v.family == "rocm" else "")
     if v.family == "cuda":
         driver = f"{v.min_driver} (PTX JIT: {v.min_driver_ptx})"

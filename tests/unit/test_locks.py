@@ -85,6 +85,11 @@ def test_parse_reads_entries_hashes_and_skips_comments():
     assert pins["six"].hashes == ()
 
 
+def test_parse_rejects_a_malformed_hash_line():
+    with pytest.raises(ValueError, match="not a sha256 hash line"):
+        locks.parse("six==1.16.0 \\\n    --hash=sha256:deadbeef\n")
+
+
 def test_render_then_parse_round_trips():
     v = CUDA_VARIANTS[0]
     pins = [Pin("zipp", "3.20.0", (FAKE_HASH,)), Pin("Absl_Py", "2.1.0", (FAKE_HASH, FAKE_HASH))]

@@ -120,6 +120,8 @@ BAD_VARIANTS = [
                  id="id-not-a-docker-tag"),
     pytest.param("size_budget_mb = 1700", "size_budget_mb = 0", CPU, "'size_budget_mb'",
                  "positive", id="size-budget-zero"),
+    pytest.param('notes = "CPU only: laptops and CI"', 'notes = "CPU | laptops"', CPU, "'notes'",
+                 "Markdown table cell", id="notes-break-the-table"),
 ]
 
 

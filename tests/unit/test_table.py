@@ -31,6 +31,7 @@ def test_rows_show_driver_floors(real_matrix):
             assert f"{v.min_driver} (PTX JIT: {v.min_driver_ptx})" in body[v.id]
     assert "| none |" in body[real_matrix.default_cpu]
     assert "(default GPU)" in body[real_matrix.default_gpu]
+    assert "(default ROCm)" in body[real_matrix.default_rocm]
     assert "525.60.13 (PTX JIT: 555.42.06)" in body["tf2.21-cuda12.5"]
 
 

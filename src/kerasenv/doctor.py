@@ -1,0 +1,278 @@
+"""`kerasenv doctor`: host preflight and a compatibility verdict for every variant.
+
+Gathering (running nvidia-smi, asking Docker) is kept apart from judging, so the
+verdicts are unit-tested against recorded real nvidia-smi outputs
+(tests/fixtures/nvidia-smi/).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+
+from . import nvidia_smi
+from .matrix import Matrix, Variant
+from .nvidia_drivers import driver_tuple
+
+PASS, WARN, FAIL, INFO = "PASS", "WARN", "FAIL", "INFO"
+CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
+TOOLKIT_FIX = ("install the NVIDIA Container Toolkit, then `sudo nvidia-ctk runtime configure "
+               "--runtime=docker && sudo systemctl restart docker`")
+
+
+@dataclass
+class Check:
+    status: str
+    name: str
+    message: str
+    fix: str = ""
+
+
+@dataclass
+class HostFacts:
+    nvidia: nvidia_smi.HostGpus
+    docker_error: str | None = None  # None: reachable
+    docker_runtimes: list[str] = field(default_factory=list)
+    cdi_specs: list[str] = field(default_factory=list)
+    rocm_devices: dict[str, bool] = field(default_factory=dict)
+    shm_bytes: int | None = None
+
+
+# --- gathering ---------------------------------------------------------------------------
+
+def _run(cmd: list[str]) -> tuple[int, str]:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return 124, f"{cmd[0]} did not answer within 60 s"
+    except OSError as exc:
+        return 127, str(exc)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def probe_nvidia(exe: str | None = None) -> nvidia_smi.HostGpus:
+    """Ask nvidia-smi (KERASENV_NVIDIA_SMI overrides which binary, e.g. a fixture replay).
+
+    The CSV query is authoritative (full names, compute_cap); the plain table adds the
+    driver's CUDA version and works on every driver; either alone is enough.
+    """
+    exe = exe or os.environ.get("KERASENV_NVIDIA_SMI") or shutil.which("nvidia-smi")
+    if not exe:
+        return nvidia_smi.HostGpus(present=False)
+    table_code, table_out = _run([exe])
+    query_code, query_out = _run([exe, f"--query-gpu={','.join(nvidia_smi.QUERY_FIELDS)}", "--format=csv"])
+    host, rows, notes = None, None, []
+    if table_code == 0:
+        try:
+            host = nvidia_smi.parse_table(table_out)
+        except ValueError as exc:
+            notes.append(f"unreadable nvidia-smi table ({exc})")
+    if query_code == 0:
+        try:
+            rows = nvidia_smi.parse_query_csv(query_out)
+        except ValueError as exc:
+            notes.append(f"unreadable --query-gpu output ({exc})")
+    elif "not a valid field" in query_out:
+        notes.append("this nvidia-smi has no compute_cap query field (nvidia-smi older than R510): "
+                     "compute capability taken from the GPU name")
+    if host is None:
+        driver = next((r.get("driver_version") for r in rows or [] if r.get("driver_version")), None)
+        if driver is None:
+            return nvidia_smi.HostGpus(present=True, error=nvidia_smi.classify_error(table_out or query_out),
+                                       notes=notes)
+        host = nvidia_smi.HostGpus(present=True, driver_version=driver)
+    host.notes += notes
+    listed = None
+    if any(g.name.endswith("...") for g in host.gpus) and not rows:
+        code, out = _run([exe, "-L"])
+        listed = nvidia_smi.parse_list(out) if code == 0 else None
+    return nvidia_smi.merge(host, rows, listed)
+
+
+def gather(client_factory, nvidia_exe: str | None = None) -> HostFacts:
+    facts = HostFacts(nvidia=probe_nvidia(nvidia_exe))
+    try:
+        client = client_factory()
+        info = client.info()
+        facts.docker_runtimes = sorted((info.get("Runtimes") or {}).keys())
+    except Exception as exc:  # DockerUnavailable carries the one-line fix
+        facts.docker_error = getattr(exc, "message", str(exc))
+    for folder in CDI_SPEC_DIRS:
+        if os.path.isdir(folder):
+            facts.cdi_specs += [os.path.join(folder, f) for f in sorted(os.listdir(folder))
+                                if f.startswith("nvidia") and f.endswith((".yaml", ".json"))]
+    facts.rocm_devices = {path: os.path.exists(path) for path in ("/dev/kfd", "/dev/dri")}
+    try:
+        st = os.statvfs("/dev/shm")
+        facts.shm_bytes = st.f_frsize * st.f_blocks
+    except OSError:
+        facts.shm_bytes = None
+    return facts
+
+
+# --- judging -----------------------------------------------------------------------------
+
+def host_checks(facts: HostFacts) -> list[Check]:
+    checks = []
+    if facts.docker_error:
+        checks.append(Check(FAIL, "docker", facts.docker_error,
+                            "start Docker (`sudo systemctl start docker`) and check DOCKER_HOST"))
+    else:
+        checks.append(Check(PASS, "docker", "Docker daemon reachable"))
+    nv = facts.nvidia
+    if not nv.present:
+        checks.append(Check(INFO, "nvidia-driver", "no nvidia-smi on this host: no NVIDIA GPU in use",
+                            "for NVIDIA GPUs install the driver (>= 525.60.13 for the CUDA 12 images); "
+                            "otherwise use the CPU image"))
+    elif nv.error:
+        fix = ("reboot so the new driver's kernel module loads" if "differ" in nv.error
+               else "install or load the NVIDIA driver (`sudo modprobe nvidia`), then check `nvidia-smi`")
+        checks.append(Check(FAIL, "nvidia-driver", nv.error, fix))
+    else:
+        checks.append(Check(PASS, "nvidia-driver",
+                            f"driver {nv.driver_version} (supports CUDA <= {nv.cuda_version or '?'}), "
+                            f"{len(nv.gpus)} GPU(s)"))
+        for gpu in nv.gpus:
+            cc = gpu.compute_capability or "unknown"
+            mem = f", {gpu.memory_mib} MiB" if gpu.memory_mib else ""
+            status = PASS if gpu.compute_capability else WARN
+            checks.append(Check(status, f"gpu{gpu.index}",
+                                f"{gpu.name}: compute capability {cc} ({gpu.compute_capability_source}){mem}",
+                                "" if gpu.compute_capability else "look up its compute capability at "
+                                "https://developer.nvidia.com/cuda-gpus"))
+        for note in nv.notes:
+            checks.append(Check(INFO, "nvidia-smi", note))
+    gpus_here = nv.present and not nv.error and bool(nv.gpus)
+    if "nvidia" in facts.docker_runtimes or facts.cdi_specs:
+        how = "nvidia runtime registered in Docker" if "nvidia" in facts.docker_runtimes else \
+              f"CDI spec {', '.join(facts.cdi_specs)}"
+        checks.append(Check(PASS, "container-toolkit", how))
+    elif gpus_here:
+        checks.append(Check(FAIL, "container-toolkit",
+                            "no NVIDIA runtime in `docker info` and no CDI spec: containers cannot get the GPU",
+                            TOOLKIT_FIX))
+    else:
+        checks.append(Check(INFO, "container-toolkit", "NVIDIA Container Toolkit not found (not needed without a GPU)"))
+    if all(facts.rocm_devices.values()) and facts.rocm_devices:
+        checks.append(Check(PASS, "rocm", "/dev/kfd and /dev/dri present (AMD GPU)"))
+    else:
+        missing = [p for p, ok in facts.rocm_devices.items() if not ok]
+        checks.append(Check(INFO, "rocm", f"no AMD GPU ({', '.join(missing)} missing)"))
+    if facts.shm_bytes is not None:
+        checks.append(Check(INFO, "shm", f"host /dev/shm {facts.shm_bytes // 2**20} MiB; containers get their "
+                                         "own: kerasenv passes --shm-size 2g (Docker's default is 64 MB)"))
+    return checks
+
+
+def _cc(value: str) -> tuple[int, int]:
+    major, minor = value.split(".")
+    return int(major), int(minor)
+
+
+def kernel_support(gpu_cc: str, targets: tuple[str, ...]) -> str:
+    """'native' (SASS for this major, minor <= the GPU's), 'ptx' (JIT from compute_XY <= cc),
+    or 'none' (the GPU is older than every target)."""
+    major, minor = _cc(gpu_cc)
+    for target in targets:
+        kind, digits = target.split("_")
+        t_major, t_minor = int(digits[:-1]), int(digits[-1])
+        if kind == "sm" and t_major == major and t_minor <= minor:
+            return "native"
+    for target in targets:
+        kind, digits = target.split("_")
+        if kind == "compute" and (int(digits[:-1]), int(digits[-1])) <= (major, minor):
+            return "ptx"
+    return "none"
+
+
+def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
+    name = f"variant {v.id}"
+    nv = facts.nvidia
+    if v.family == "cpu":
+        return Check(PASS, name, "runs on any x86_64 host (CPU only)")
+    if v.family == "rocm":
+        if facts.rocm_devices and all(facts.rocm_devices.values()):
+            return Check(PASS, name, "AMD GPU device nodes present")
+        return Check(INFO, name, "needs an AMD GPU (/dev/kfd, /dev/dri)")
+    if not nv.present or nv.error or not nv.driver_version:
+        return Check(INFO, name, "no usable NVIDIA GPU: this image would train on the CPU")
+    driver = driver_tuple(nv.driver_version)
+    assert v.min_driver and v.min_driver_ptx
+    if driver < driver_tuple(v.min_driver):
+        runnable = [x.id for x in matrix.variants if x.family == "cuda" and x.min_driver
+                    and driver >= driver_tuple(x.min_driver)]
+        alternative = f"the newest variant this driver runs is {runnable[0]}" if runnable else \
+            "no CUDA variant runs on it (use the CPU image)"
+        return Check(FAIL, name, f"driver {nv.driver_version} is older than {v.min_driver}, the minimum "
+                                 f"for CUDA {v.cuda}; {alternative}",
+                     f"upgrade the NVIDIA driver to >= {v.min_driver_ptx} (>= {v.min_driver} to load at all)")
+    problems, notes, ptx_gpus = [], [], []
+    for gpu in nv.gpus:
+        if not gpu.compute_capability:
+            notes.append(f"GPU {gpu.index} compute capability unknown: kernel support not checked")
+            continue
+        support = kernel_support(gpu.compute_capability, v.compute_capabilities)
+        lowest = min(v.compute_capabilities, key=lambda t: int(t.split("_")[1]))
+        if support == "none":
+            problems.append((FAIL, f"{gpu.name} (compute capability {gpu.compute_capability}) is older "
+                                   f"than TF {v.tensorflow} supports (lowest target {lowest})",
+                             "use an older variant or a newer GPU"))
+        elif support == "ptx" and driver < driver_tuple(v.min_driver_ptx):
+            problems.append((FAIL, f"{gpu.name} (compute capability {gpu.compute_capability}) gets only PTX "
+                                   f"from TF {v.tensorflow}'s build ({', '.join(v.compute_capabilities)}); "
+                                   f"JIT-compiling it needs driver >= {v.min_driver_ptx}, this host has "
+                                   f"{nv.driver_version} (expect CUDA_ERROR_UNSUPPORTED_PTX_VERSION)",
+                             f"upgrade the NVIDIA driver to >= {v.min_driver_ptx}"))
+        elif support == "ptx":
+            ptx_gpus.append(str(gpu.index))
+    if ptx_gpus:
+        notes.append(f"GPU {','.join(ptx_gpus)} run{'s' if len(ptx_gpus) == 1 else ''} JIT-compiled PTX "
+                     "(the first run compiles kernels)")
+    if problems:
+        status, message, fix = problems[0]
+        return Check(status, name, "; ".join(p[1] for p in problems), fix)
+    if driver < driver_tuple(v.min_driver_ptx):
+        notes.append(f"driver below {v.min_driver_ptx}: runs under CUDA minor-version compatibility")
+    status = WARN if any("unknown" in n for n in notes) else PASS
+    return Check(status, name, "compatible" + (f" ({'; '.join(notes)})" if notes else ""))
+
+
+@dataclass
+class Report:
+    host: list[Check]
+    variants: list[Check]
+    recommended: str
+    reason: str
+    gpu_usable: bool
+
+    def as_dict(self) -> dict:
+        return {"host": [asdict(c) for c in self.host], "variants": [asdict(c) for c in self.variants],
+                "recommended": self.recommended, "reason": self.reason, "gpu_usable": self.gpu_usable}
+
+
+def judge(facts: HostFacts, matrix: Matrix) -> Report:
+    host = host_checks(facts)
+    verdicts = [variant_verdict(v, facts, matrix) for v in matrix.variants]
+    toolkit_ok = any(c.name == "container-toolkit" and c.status == PASS for c in host)
+    usable = [v for v, c in zip(matrix.variants, verdicts) if v.family == "cuda" and c.status in (PASS, WARN)]
+    preferred = sorted(usable, key=lambda v: v.id != matrix.default_gpu)
+    if preferred and toolkit_ok and not facts.docker_error:
+        return Report(host, verdicts, preferred[0].id, "a usable NVIDIA GPU and the container toolkit", True)
+    if facts.rocm_devices and all(facts.rocm_devices.values()):
+        return Report(host, verdicts, matrix.default_rocm, "an AMD GPU (/dev/kfd, /dev/dri)", True)
+    why = ("no NVIDIA GPU" if not facts.nvidia.present or facts.nvidia.error else
+           "no CUDA variant fits this driver/GPU" if not usable else
+           "Docker cannot give the GPU to containers (NVIDIA Container Toolkit)")
+    return Report(host, verdicts, matrix.default_cpu, why, False)
+
+
+def format_text(report: Report) -> str:
+    lines = []
+    for check in report.host + report.variants:
+        lines.append(f"{check.status:<4}  {check.name:<26} {check.message}")
+        if check.fix and check.status in (FAIL, WARN):
+            lines.append(f"{'':<6}{'':<26} fix: {check.fix}")
+    lines.append(f"recommended: kerasenv:{report.recommended} ({report.reason})")
+    return "\n".join(lines)

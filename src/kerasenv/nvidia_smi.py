@@ -1,0 +1,152 @@
+"""Parse what `nvidia-smi` prints, in the formats NVIDIA documents and real hosts show.
+
+Three probes, each optional (older drivers lack some query fields, e.g. `compute_cap`
+before R510/R525; the plain table truncates long GPU names with "..."):
+
+- plain `nvidia-smi`: the table, for the driver version, GPU names and memory;
+- `nvidia-smi --query-gpu=FIELDS --format=csv`: columns in the order asked, header
+  first, values separated by ", " (memory as "81920 MiB");
+- `nvidia-smi -L`: "GPU 0: NAME (UUID: GPU-...)", full names.
+
+Recorded real outputs live in tests/fixtures/nvidia-smi/ (SOURCES.md says where from).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+QUERY_FIELDS = ("index", "name", "driver_version", "memory.total", "compute_cap")
+
+_DRIVER_RE = re.compile(r"(?:Driver Version|KMD Version):\s*([0-9]+(?:\.[0-9]+)+)")
+_CUDA_RE = re.compile(r"(?:CUDA Version|CUDA UMD Version):\s*([0-9]+\.[0-9]+)")
+_ROW_RE = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s*\|")
+_MEM_RE = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
+_LIST_RE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)")
+
+# Compute capability by GPU name, for drivers whose nvidia-smi cannot report it.
+# Source: NVIDIA, "CUDA GPUs - Compute Capability", https://developer.nvidia.com/cuda-gpus
+# Matched as substrings of the upper-cased name, most specific first.
+COMPUTE_CAPABILITY_BY_NAME: tuple[tuple[str, str], ...] = (
+    ("GH200", "9.0"), ("H200", "9.0"), ("H100", "9.0"), ("H800", "9.0"),
+    ("B200", "10.0"), ("B100", "10.0"), ("RTX 50", "12.0"), ("RTX PRO 6000 BLACKWELL", "12.0"),
+    ("L40", "8.9"), ("L4", "8.9"), ("RTX 40", "8.9"), ("ADA GENERATION", "8.9"),
+    ("A100", "8.0"), ("A800", "8.0"), ("A30", "8.0"),
+    ("A40", "8.6"), ("A10", "8.6"), ("A16", "8.6"), ("A2", "8.6"), ("RTX 30", "8.6"), ("RTX A", "8.6"),
+    ("T4", "7.5"), ("RTX 20", "7.5"), ("TITAN RTX", "7.5"), ("QUADRO RTX", "7.5"), ("GTX 16", "7.5"),
+    ("V100", "7.0"), ("TITAN V", "7.0"),
+    ("P100", "6.0"), ("P40", "6.1"), ("P4", "6.1"), ("GTX 10", "6.1"), ("TITAN X", "6.1"),
+    ("M60", "5.2"), ("M40", "5.2"), ("GTX 9", "5.2"),
+    ("K80", "3.7"),
+)
+
+
+@dataclass
+class Gpu:
+    index: int
+    name: str
+    memory_mib: int | None = None
+    compute_capability: str | None = None  # "8.0"
+    compute_capability_source: str = "unknown"  # nvidia-smi | name table | unknown
+
+
+@dataclass
+class HostGpus:
+    """What nvidia-smi says about the host; `error` set when it could not say."""
+
+    present: bool
+    driver_version: str | None = None
+    cuda_version: str | None = None  # the driver's maximum CUDA
+    gpus: list[Gpu] = field(default_factory=list)
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def compute_capability_from_name(name: str) -> str | None:
+    upper = name.upper()
+    for needle, cc in COMPUTE_CAPABILITY_BY_NAME:
+        if re.search(rf"(?<![A-Z0-9]){re.escape(needle)}(?![0-9])", upper):
+            return cc
+    return None
+
+
+def parse_table(text: str) -> HostGpus:
+    """The plain `nvidia-smi` table (R470 79-column through R550+ 91-column layouts)."""
+    driver = _DRIVER_RE.search(text)
+    if driver is None:
+        raise ValueError("no 'Driver Version:' in nvidia-smi output")
+    cuda = _CUDA_RE.search(text)
+    host = HostGpus(present=True, driver_version=driver.group(1), cuda_version=cuda.group(1) if cuda else None)
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        row = _ROW_RE.match(line)
+        if not row:
+            continue
+        memory = _MEM_RE.search(lines[i + 1]) if i + 1 < len(lines) else None
+        host.gpus.append(Gpu(index=int(row.group(1)), name=row.group(2).strip(),
+                             memory_mib=int(memory.group(2)) if memory else None))
+    return host
+
+
+def parse_query_csv(text: str) -> list[dict[str, str]]:
+    """`--format=csv` output (with header) as rows keyed by field name (units stripped)."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return []
+    header = [re.sub(r"\s*\[.*\]$", "", h.strip()) for h in lines[0].split(",")]
+    rows = []
+    for line in lines[1:]:
+        values = [v.strip() for v in line.split(", ")]
+        if len(values) != len(header):
+            raise ValueError(f"CSV row has {len(values)} fields, header has {len(header)}: {line!r}")
+        rows.append(dict(zip(header, (re.sub(r"\s*MiB$", "", v) for v in values))))
+    return rows
+
+
+def parse_list(text: str) -> dict[int, str]:
+    """`nvidia-smi -L`: index -> full GPU name."""
+    names = {}
+    for line in text.splitlines():
+        match = _LIST_RE.match(line.strip())
+        if match:
+            names[int(match.group(1))] = match.group(2)
+    return names
+
+
+def classify_error(text: str) -> str:
+    """A one-line diagnosis of an nvidia-smi failure."""
+    if "couldn't communicate with the NVIDIA driver" in text:
+        return "the NVIDIA kernel driver is not loaded (nvidia-smi cannot reach it)"
+    if "Driver/library version mismatch" in text:
+        return "the loaded kernel driver and the installed driver libraries differ (an upgrade without reboot)"
+    if "No devices were found" in text:
+        return "the driver is loaded but sees no NVIDIA GPU"
+    first = text.strip().splitlines()[0] if text.strip() else "no output"
+    return f"nvidia-smi failed: {first[:160]}"
+
+
+def merge(table: HostGpus, query_rows: list[dict[str, str]] | None, listed: dict[int, str] | None) -> HostGpus:
+    """Combine the probes: CSV values win, then -L names, then the table."""
+    by_index = {g.index: g for g in table.gpus}
+    for row in query_rows or []:
+        index = int(row.get("index", len(by_index)))
+        gpu = by_index.setdefault(index, Gpu(index=index, name=row.get("name", "")))
+        gpu.name = row.get("name") or gpu.name
+        if row.get("memory.total", "").isdigit():
+            gpu.memory_mib = int(row["memory.total"])
+        cc = row.get("compute_cap", "")
+        if re.fullmatch(r"\d+\.\d+", cc):
+            gpu.compute_capability, gpu.compute_capability_source = cc, "nvidia-smi"
+        if row.get("driver_version") and not table.driver_version:
+            table.driver_version = row["driver_version"]
+    for index, name in (listed or {}).items():
+        gpu = by_index.setdefault(index, Gpu(index=index, name=name))
+        if gpu.name.endswith("...") or not gpu.name:
+            gpu.name = name
+    for gpu in by_index.values():
+        if gpu.compute_capability is None:
+            cc = compute_capability_from_name(gpu.name)
+            if cc:
+                gpu.compute_capability, gpu.compute_capability_source = cc, "name table"
+    table.gpus = [by_index[i] for i in sorted(by_index)]
+    return table

@@ -1,0 +1,158 @@
+"""Run a variant's container through the docker SDK, and always remove it.
+
+Every container gets: the project label (so `make clean` finds leftovers of a killed
+CLI), an init process (signals reach the workload; zombies reaped), a shared-memory
+size of at least 2 GB, the invoking user's UID:GID so files in the mounted ./runs
+belong to the user, and removal on every exit path, Ctrl-C included.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import gpu_request
+from .docker_client import PROJECT_LABEL
+from .errors import KerasenvError, UsageError
+from .matrix import Variant
+
+DEFAULT_SHM = "2g"
+RUNS_IN_CONTAINER = "/workspace/runs"
+EXIT_NO_GPU = 3
+
+
+class NoGpuRuntime(KerasenvError):
+    """Docker cannot hand GPUs to containers on this host."""
+
+    exit_code = EXIT_NO_GPU
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    oom_killed: bool
+    container_name: str
+    memory_limit: int | None = None
+
+
+def parse_shm(value: str) -> str:
+    if not re.fullmatch(r"[0-9]+[bkmgBKMG]?", value or ""):
+        raise UsageError(f"--shm-size {value!r} is not a size like 2g or 512m")
+    return value
+
+
+def default_user() -> str:
+    return f"{os.getuid()}:{os.getgid()}"
+
+
+def prepare_runs_dir(runs_dir: Path, user: str) -> Path:
+    """Create ./runs before Docker would (as root) and make it the user's."""
+    runs_dir = runs_dir.resolve()
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        uid, gid = (int(x) for x in user.split(":"))
+        if os.geteuid() == 0 and (runs_dir.stat().st_uid, runs_dir.stat().st_gid) != (uid, gid):
+            os.chown(runs_dir, uid, gid)
+    except PermissionError:
+        raise UsageError(f"cannot create {runs_dir}: pass --runs-dir with a directory you own") from None
+    except ValueError:
+        raise UsageError(f"--user {user!r} must be numeric UID:GID") from None
+    if not os.access(runs_dir, os.W_OK):
+        raise UsageError(f"{runs_dir} is not writable: pass --runs-dir with a directory you own")
+    return runs_dir
+
+
+def run(client, v: Variant, command: list[str] | None, *, gpus: str | None, shm_size: str = DEFAULT_SHM,
+        runs_dir: Path | None, user: str | None, env: dict[str, str] | None = None,
+        network: str | None = None, memory: str | None = None, kind: str = "run",
+        stream=sys.stderr, stdout=None) -> RunResult:
+    from docker.errors import APIError, ImageNotFound
+
+    try:
+        client.images.get(v.image_ref)
+    except ImageNotFound:
+        raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}` "
+                         "(or pass --build-missing)") from None
+    user = user or default_user()
+    volumes = {}
+    if runs_dir is not None:
+        volumes[str(prepare_runs_dir(runs_dir, user))] = {"bind": RUNS_IN_CONTAINER, "mode": "rw"}
+    name = f"kerasenv-{kind}-{v.id.replace('.', '-')}-{uuid.uuid4().hex[:8]}"
+    kwargs = dict(
+        image=v.image_ref, command=command, name=name, detach=True, init=True,
+        shm_size=parse_shm(shm_size), user=user, environment=env or {}, volumes=volumes,
+        labels={PROJECT_LABEL: "kerasenv", "io.kerasenv.variant": v.id, "io.kerasenv.kind": kind,
+                "io.kerasenv.cli-pid": str(os.getpid())},
+        **gpu_request.run_kwargs(gpus, v.family),
+    )
+    if network:
+        kwargs["network_mode"] = network
+    if memory:
+        kwargs["mem_limit"] = memory
+    container = None
+    try:
+        try:
+            container = client.containers.create(**kwargs)
+            container.start()
+        except APIError as exc:
+            raise _explain_start_error(exc, gpus) from None
+        _follow_logs(container, stream, stdout)
+        status = container.wait()
+        container.reload()
+        state = container.attrs.get("State", {})
+        return RunResult(exit_code=int(status.get("StatusCode", 1)), oom_killed=bool(state.get("OOMKilled")),
+                         container_name=name,
+                         memory_limit=container.attrs.get("HostConfig", {}).get("Memory") or None)
+    finally:
+        if container is not None:
+            _remove(container)
+
+
+def _follow_logs(container, stream, stdout) -> None:
+    """Copy the container's stderr to `stream` and its stdout to `stdout` (or `stream`)."""
+    def pump(source, target):
+        for chunk in source:
+            target.write(chunk.decode(errors="replace"))
+            target.flush()
+
+    threads = [
+        threading.Thread(target=pump, daemon=True, args=(
+            container.logs(stream=True, follow=True, stdout=False, stderr=True), stream)),
+        threading.Thread(target=pump, daemon=True, args=(
+            container.logs(stream=True, follow=True, stdout=True, stderr=False), stdout or stream)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _remove(container) -> None:
+    from docker.errors import APIError, NotFound
+
+    try:
+        container.remove(force=True)  # stops (SIGKILL) a container still running, e.g. after Ctrl-C
+    except NotFound:
+        pass
+    except APIError as exc:  # pragma: no cover - daemon trouble while cleaning up
+        print(f"kerasenv: warning: could not remove container {container.name}: {exc}; "
+              "`make clean` removes it", file=sys.stderr)
+
+
+def _explain_start_error(exc, gpus: str | None) -> KerasenvError:
+    text = str(getattr(exc, "explanation", None) or exc)
+    if "could not select device driver" in text or "nvidia-container-cli" in text or "unknown runtime" in text:
+        return NoGpuRuntime(
+            f"Docker cannot give GPUs to containers here (--gpus {gpus}): the NVIDIA Container Toolkit "
+            "is not installed or not configured for Docker; install it, run "
+            "`sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker`, "
+            "then `kerasenv doctor`")
+    if "error gathering device information" in text or "no such file or directory" in text and "/dev/" in text:
+        return NoGpuRuntime(f"the GPU device nodes are missing on this host ({text.splitlines()[0][:160]}): "
+                            "check the host driver with `kerasenv doctor`")
+    return KerasenvError(f"Docker could not start the container: {text.splitlines()[0][:300]}")
