@@ -4,6 +4,11 @@
 SHELL := /bin/bash
 
 VARIANT    ?= $(shell sed -n 's/^default_gpu = "\(.*\)"/\1/p' images/matrix.toml)
+CPU_VARIANT := $(shell sed -n 's/^default_cpu = "\(.*\)"/\1/p' images/matrix.toml)
+GPUS       ?= all
+SHM_SIZE   ?= 2g
+EPOCHS     ?=
+BATCH_SIZE ?=
 BASE_IMAGE ?=
 CA_CERT    ?=
 PYTHON     ?= python3
@@ -11,16 +16,17 @@ VENV       := .venv
 KERASENV   := $(VENV)/bin/kerasenv
 PYTEST_ARGS ?=
 
+smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE))
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 
-.PHONY: help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check
+.PHONY: doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
 	@echo
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
 	@echo
-	@echo "Variables: VARIANT=$(VARIANT) BASE_IMAGE=$(BASE_IMAGE) CA_CERT=$(CA_CERT)"
+	@echo "Variables: VARIANT=$(VARIANT) GPUS=$(GPUS) SHM_SIZE=$(SHM_SIZE) EPOCHS=$(EPOCHS) BATCH_SIZE=$(BATCH_SIZE) BASE_IMAGE=$(BASE_IMAGE) CA_CERT=$(CA_CERT)"
 	@echo "Variants: $$(sed -n 's/^id = "\(.*\)"/\1/p' images/matrix.toml | tr '\n' ' ')"
 
 $(VENV)/.installed: pyproject.toml
@@ -48,6 +54,28 @@ build: venv ## build kerasenv:VARIANT (default: the default GPU image)
 
 build-all: venv ## build every variant except ROCm
 	$(KERASENV) build --all $(build_flags)
+
+doctor: venv ## host preflight: driver, GPUs, container toolkit, a verdict per variant
+	$(KERASENV) doctor
+
+run: venv ## the main job: smoke-train on the GPU image if this host can use its GPU, else on the CPU image
+	$(KERASENV) smoke auto --build-missing $(smoke_flags)
+
+run-gpu: venv ## doctor preflight, then smoke-train on GPUS= with the GPU required (VARIANT=)
+	$(KERASENV) doctor --require-gpu
+	$(KERASENV) smoke $(VARIANT) --build-missing --gpus '$(GPUS)' --require-gpu $(smoke_flags)
+
+run-cpu: venv ## smoke-train on the CPU image
+	$(KERASENV) smoke $(CPU_VARIANT) --build-missing $(smoke_flags)
+
+smoke: venv ## smoke-train in VARIANT= (GPUs when Docker can give them)
+	$(KERASENV) smoke $(VARIANT) $(smoke_flags)
+
+verify-gpu: venv ## doctor plus nvidia-smi -L and the TensorFlow GPU probe inside VARIANT=
+	$(KERASENV) doctor --require-gpu --container $(VARIANT) --gpus '$(GPUS)'
+
+bench-container: venv ## measure smoke throughput in the container vs a host venv (same lock)
+	$(VENV)/bin/python scripts/bench_container_vs_host.py --variant $(CPU_VARIANT)
 
 lint: venv ## hadolint every Dockerfile
 	$(VENV)/bin/hadolint images/*/Dockerfile && echo "hadolint: $$(ls images/*/Dockerfile | wc -l) Dockerfiles clean"

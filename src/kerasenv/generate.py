@@ -72,6 +72,7 @@ def expected_files(matrix: Matrix, root: Path) -> dict[Path, str]:
         folder = root / "images" / v.id
         files[folder / "Dockerfile"] = dockerfile(matrix, v)
         files[folder / ".dockerignore"] = _template("dockerignore.in")
+        files[folder / "build-ca.md"] = _template("build-ca.md.in")
         # A copy per image folder keeps `docker build images/<id>` self-contained.
         files[folder / SMOKE_SCRIPT.name] = SMOKE_SCRIPT.read_text(encoding="utf-8")
     readme = root / "README.md"

@@ -26,18 +26,19 @@ _LIST_RE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)")
 
 # Compute capability by GPU name, for drivers whose nvidia-smi cannot report it.
 # Source: NVIDIA, "CUDA GPUs - Compute Capability", https://developer.nvidia.com/cuda-gpus
-# Matched as substrings of the upper-cased name, most specific first.
+# Regexes over the upper-cased name, most specific first; a model number must not run
+# on into more digits ("L4" is not "L40").
 COMPUTE_CAPABILITY_BY_NAME: tuple[tuple[str, str], ...] = (
-    ("GH200", "9.0"), ("H200", "9.0"), ("H100", "9.0"), ("H800", "9.0"),
-    ("B200", "10.0"), ("B100", "10.0"), ("RTX 50", "12.0"), ("RTX PRO 6000 BLACKWELL", "12.0"),
-    ("L40", "8.9"), ("L4", "8.9"), ("RTX 40", "8.9"), ("ADA GENERATION", "8.9"),
-    ("A100", "8.0"), ("A800", "8.0"), ("A30", "8.0"),
-    ("A40", "8.6"), ("A10", "8.6"), ("A16", "8.6"), ("A2", "8.6"), ("RTX 30", "8.6"), ("RTX A", "8.6"),
-    ("T4", "7.5"), ("RTX 20", "7.5"), ("TITAN RTX", "7.5"), ("QUADRO RTX", "7.5"), ("GTX 16", "7.5"),
-    ("V100", "7.0"), ("TITAN V", "7.0"),
-    ("P100", "6.0"), ("P40", "6.1"), ("P4", "6.1"), ("GTX 10", "6.1"), ("TITAN X", "6.1"),
-    ("M60", "5.2"), ("M40", "5.2"), ("GTX 9", "5.2"),
-    ("K80", "3.7"),
+    (r"GH200|H200|H100|H800", "9.0"),
+    (r"B200|B100", "10.0"), (r"RTX 50\d\d|RTX PRO 6000 BLACKWELL", "12.0"),
+    (r"L40S?|L4|RTX 40\d\d|ADA GENERATION", "8.9"),
+    (r"A100|A800|A30", "8.0"),
+    (r"A40|A10G?|A16|A2|RTX 30\d\d|RTX A\d+", "8.6"),
+    (r"T4|RTX 20\d\d|TITAN RTX|QUADRO RTX|GTX 16\d\d", "7.5"),
+    (r"V100|TITAN V", "7.0"),
+    (r"P100", "6.0"), (r"P40|P4|GTX 10\d\d|TITAN XP?", "6.1"),
+    (r"M60|M40|GTX 9\d\d", "5.2"),
+    (r"K80", "3.7"),
 )
 
 
@@ -64,8 +65,8 @@ class HostGpus:
 
 def compute_capability_from_name(name: str) -> str | None:
     upper = name.upper()
-    for needle, cc in COMPUTE_CAPABILITY_BY_NAME:
-        if re.search(rf"(?<![A-Z0-9]){re.escape(needle)}(?![0-9])", upper):
+    for pattern, cc in COMPUTE_CAPABILITY_BY_NAME:
+        if re.search(rf"(?<![A-Z0-9])(?:{pattern})(?![0-9])", upper):
             return cc
     return None
 

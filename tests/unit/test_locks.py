@@ -124,6 +124,6 @@ def test_write_refuses_unpinned_nvidia_wheels(tmp_path, v):
 
 def test_inputs_name_every_pin_and_nothing_for_rocm():
     v = CUDA_VARIANTS[0]
-    assert locks.inputs(v)[:2] == [f"tensorflow=={v.tensorflow}", f"keras=={v.keras}"]
-    assert len(locks.inputs(v)) == 2 + len(v.cuda_wheels())
+    assert locks.inputs(v)[:3] == [f"tensorflow=={v.tensorflow}", f"keras=={v.keras}", "tensorboard"]
+    assert len(locks.inputs(v)) == 3 + len(v.cuda_wheels())
     assert locks.inputs(next(x for x in load().variants if x.family == "rocm")) == []

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Benchmark: the smoke training in the container vs. in a host venv, same versions.
+
+The host venv is installed from the image's own lock (hash-checked), so both sides run
+the same TensorFlow/Keras/NumPy. Runs alternate (container, host, container, ...) to
+spread machine noise over both; the ratio is of medians of steady-state samples/s.
+
+Usage: .venv/bin/python scripts/bench_container_vs_host.py [--variant tf2.21-cpu] [--rounds 3]
+Writes benchmarks/results/container-vs-host-<variant>.json and prints a Markdown row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE_ARGS = ["--epochs", "4", "--samples", "8192", "--batch-size", "128", "--json"]
+
+
+def host_venv(variant: str) -> Path:
+    venv = REPO / ".bench" / f"venv-{variant}"
+    lock = REPO / "images" / variant / "requirements.lock"
+    stamp = venv / ".lock-installed"
+    if stamp.exists() and stamp.read_text() == lock.read_text():
+        return venv
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", "--require-hashes",
+                    "--only-binary=:all:", "-r", str(lock)], check=True)
+    stamp.write_text(lock.read_text())
+    return venv
+
+
+def run_once(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark run failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+    report = json.loads(proc.stdout)
+    t = report["training"]
+    return {"samples_per_second": t["samples_per_second"], "time_to_first_step_s": t["time_to_first_step_s"],
+            "process_wall_s": wall, "report_wall_s": report["wall_seconds"]}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--variant", default="tf2.21-cpu")
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    venv = host_venv(args.variant)
+    image = f"kerasenv:{args.variant}"
+    env = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+    results: dict[str, list[dict]] = {"container": [], "host": []}
+    with tempfile.TemporaryDirectory(prefix="kerasenv-bench-") as tmp:
+        for i in range(args.rounds):
+            container = ["docker", "run", "--rm", "--network", "none", "--shm-size", "2g", "--init",
+                         "-e", "TF_CPP_MIN_LOG_LEVEL=2", image, "python", "/opt/kerasenv/smoke_train.py",
+                         "--output-dir", f"/tmp/run{i}", *SMOKE_ARGS]
+            host = [str(venv / "bin" / "python"), str(REPO / "scripts" / "smoke_train.py"),
+                    "--output-dir", f"{tmp}/host{i}", *SMOKE_ARGS]
+            results["container"].append(run_once(container))
+            results["host"].append(run_once(host, env))
+    med = {side: statistics.median(r["samples_per_second"] for r in runs) for side, runs in results.items()}
+    ttfs = {side: statistics.median(r["time_to_first_step_s"] for r in runs) for side, runs in results.items()}
+    ratio = med["container"] / med["host"]
+    out = {
+        "variant": args.variant, "rounds": args.rounds, "smoke_args": SMOKE_ARGS,
+        "host": {"cpu_count": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()},
+        "median_samples_per_second": med, "median_time_to_first_step_s": ttfs,
+        "container_over_host": ratio, "runs": results,
+    }
+    path = REPO / "benchmarks" / "results" / f"container-vs-host-{args.variant}.json"
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"| {args.variant} | {med['container']:.0f} | {med['host']:.0f} | {ratio:.3f} | "
+          f"{ttfs['container']:.2f} s | {ttfs['host']:.2f} s |")
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

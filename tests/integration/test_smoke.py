@@ -1,0 +1,133 @@
+"""The smoke training in real containers: verdicts, exit codes, ownership, cleanup."""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import BUILT_IN_TESTS, REPO, kerasenv
+
+SMOKE_LABEL = "io.kerasenv.kind=smoke"
+INVOKER_UID = 4321  # an unprivileged user with access to the Docker socket
+
+
+def smoke(variant_id: str, runs: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+    return kerasenv("smoke", variant_id, "--runs-dir", str(runs), *args, check=check, timeout=900)
+
+
+def smoke_containers(docker) -> list:
+    return docker.containers.list(all=True, filters={"label": SMOKE_LABEL})
+
+
+@pytest.fixture
+def runs(tmp_path):
+    return tmp_path / "runs"
+
+
+@pytest.mark.parametrize("variant_id", BUILT_IN_TESTS)
+def test_smoke_training_learns_and_reports(built_images, matrix, runs, variant_id):
+    proc = smoke(variant_id, runs, "--run-id", "smoke-ok", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    on_disk = json.loads((runs / "smoke-ok" / "report.json").read_text())
+    assert report == on_disk
+    v = matrix.get(variant_id)
+    assert report["status"] == "ok" and report["exit_code"] == 0
+    assert report["versions"]["tensorflow"] == v.tensorflow and report["versions"]["keras"] == v.keras
+    assert report["image"] == {"variant": v.id, "family": v.family}
+    assert report["build_info"]["is_cuda_build"] is (v.family == "cuda")
+    assert report["verdict"]["learned"] and report["verdict"]["loss_ratio"] < 0.9
+    assert report["training"]["final_accuracy"] >= report["verdict"]["accuracy_min"]
+    assert report["placement"]["ok"] and "CPU:0" in report["placement"]["result_device"]  # no GPU here
+    assert report["training"]["samples_per_second"] > 0
+    assert report["shm"]["warning"] is None  # kerasenv passes --shm-size 2g
+    assert list((runs / "smoke-ok" / "tensorboard").rglob("events.out.tfevents.*"))
+    assert "[smoke] OK (exit 0)" in proc.stderr
+
+
+def test_require_gpu_on_a_host_without_gpu_exits_3(built_images, matrix, runs):
+    proc = smoke(matrix.default_gpu, runs, "--run-id", "need-gpu", "--require-gpu")
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "a GPU is required but TensorFlow sees none" in proc.stderr
+    assert "--gpus all" in proc.stderr  # the fix
+    report = json.loads((runs / "need-gpu" / "report.json").read_text())
+    assert report["error"]["kind"] == "no-gpu" and report["exit_code"] == 3
+
+
+def test_asking_docker_for_gpus_without_the_toolkit_exits_3_in_one_line(built_images, docker, matrix, runs):
+    before = len(smoke_containers(docker))
+    proc = smoke(matrix.default_gpu, runs, "--gpus", "all")
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    error = [line for line in proc.stderr.splitlines() if line.startswith("kerasenv: error:")]
+    assert len(error) == 1 and "NVIDIA Container Toolkit" in error[0] and "Traceback" not in proc.stderr
+    assert len(smoke_containers(docker)) == before
+
+
+def test_huge_learning_rate_fails_training_with_exit_4(built_images, matrix, runs):
+    proc = smoke(matrix.default_cpu, runs, "--run-id", "diverge", "--learning-rate", "1e9")
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    report = json.loads((runs / "diverge" / "report.json").read_text())
+    assert report["error"]["kind"] in ("nan", "did-not-learn") and not report["verdict"]["learned"]
+
+
+def test_bad_gpus_spec_is_rejected_before_docker(runs):
+    proc = smoke("tf2.21-cpu", runs, "--gpus", "two")
+    assert proc.returncode == 2 and "is not a GPU request Docker accepts" in proc.stderr
+
+
+def test_files_in_the_bind_mount_belong_to_the_invoking_user(built_images, matrix, tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    os.chown(runs, INVOKER_UID, INVOKER_UID)
+    docker_gid = grp.getgrnam("docker").gr_gid if _group_exists("docker") else os.stat("/var/run/docker.sock").st_gid
+    env = {**os.environ, "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        ["setpriv", f"--reuid={INVOKER_UID}", f"--regid={INVOKER_UID}", f"--groups={docker_gid}",
+         sys.executable, "-m", "kerasenv", "smoke", matrix.default_cpu, "--runs-dir", str(runs),
+         "--run-id", "owned", "--epochs", "1"],
+        cwd=REPO, capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    written = [p for p in (runs / "owned").rglob("*")]
+    assert any(p.name == "report.json" for p in written)
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in written} == {(INVOKER_UID, INVOKER_UID)}
+
+
+def _group_exists(name: str) -> bool:
+    try:
+        grp.getgrnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def test_sigint_to_the_cli_removes_the_container(built_images, docker, matrix, runs):
+    proc = subprocess.Popen([sys.executable, "-m", "kerasenv", "smoke", matrix.default_cpu, "--runs-dir",
+                             str(runs), "--epochs", "200"], cwd=REPO, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    mine = {"label": [SMOKE_LABEL, f"io.kerasenv.cli-pid={proc.pid}"]}
+    while not docker.containers.list(filters={**mine, "status": "running"}):
+        assert proc.poll() is None and time.monotonic() < deadline, "the smoke container never started"
+        time.sleep(0.5)
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert docker.containers.list(all=True, filters=mine) == []
+
+
+def test_default_command_of_the_image_is_the_smoke_training(built_images, container, matrix):
+    code, out, err = container(matrix.get(matrix.default_cpu).image_ref).run(None, shm_size="1g")
+    assert code == 0, err[-3000:]
+    assert "[smoke] OK (exit 0)" in err
+
+
+def test_no_smoke_container_is_left_behind(docker):
+    assert smoke_containers(docker) == []
