@@ -125,6 +125,17 @@ def prepare_output_dir(path: str) -> None:
             "or pass --output-dir") from None
 
 
+def strict_json(value):
+    """NaN/inf are not JSON: they become null (the verdict's `finite` says why)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
 def write_report(report: dict, output_dir: str | None) -> None:
     """report.json is written atomically: a reader never sees half a report."""
     if not output_dir or not os.path.isdir(output_dir):
@@ -132,8 +143,9 @@ def write_report(report: dict, output_dir: str | None) -> None:
     target = os.path.join(output_dir, "report.json")
     fd, tmp = tempfile.mkstemp(dir=output_dir, prefix=".report-", suffix=".json")
     try:
+        os.fchmod(fd, 0o644)
         with os.fdopen(fd, "w") as handle:
-            json.dump(report, handle, indent=2, sort_keys=True)
+            json.dump(strict_json(report), handle, indent=2, sort_keys=True, allow_nan=False)
             handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())
@@ -541,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     write_report(report, args.output_dir if output_ready else None)
     summary(report)
     if args.json:
-        print(json.dumps(report, indent=2, sort_keys=True))
+        print(json.dumps(strict_json(report), indent=2, sort_keys=True, allow_nan=False))
     return report["exit_code"]
 
 

@@ -60,9 +60,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--container", metavar="ID", help="also run nvidia-smi -L and a TF GPU probe inside this image")
     s.add_argument("--gpus", default="all", help="GPU request for --container (default: all)")
 
-    for command, text in (("smoke", "run the smoke training in a variant (the verification)"),
-                          ("run", "run a command (default: the smoke training) in a variant")):
-        s = sub.add_parser(command, help=text)
+    for command, text in (("smoke", "run the smoke training in a variant (the verification); "
+                                    "`-- FLAGS` passes smoke_train.py flags"),
+                          ("run", "run a command in a variant: `kerasenv run ID -- CMD...` "
+                                  "(default: the smoke training)")):
+        s = sub.add_parser(command, help=text, description=text)
         s.add_argument("id", metavar="ID", help="variant id, or auto (doctor's recommendation)")
         s.add_argument("--gpus", default="auto",
                        help="all | N | device=0,1 | none; auto: all when the host can give GPUs (default)")
@@ -81,8 +83,6 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--mixed-precision", choices=("auto", "off", "float16", "bfloat16"))
             s.add_argument("--run-id", help="name of ./runs/<run-id> (the same id resumes)")
             s.add_argument("--json", action="store_true", help="print the report on stdout")
-        s.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD",
-                       help="command to run instead of the default (run), or extra smoke_train.py arguments (smoke)")
 
     s = sub.add_parser("size", help="image sizes, layer attribution, shared bytes, budgets")
     s.add_argument("ids", nargs="*", metavar="ID", help="variants (default: every one built locally)")
@@ -94,7 +94,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first `--` goes to the container: a command (run) or extra
+    # smoke_train.py flags (smoke). Split before argparse, which would mix them up.
+    extra: list[str] = []
+    if "--" in argv:
+        extra, argv = argv[argv.index("--") + 1:], argv[: argv.index("--")]
     args = _parser().parse_args(argv)
+    args.cmd = extra
     # SIGTERM is handled like Ctrl-C so `finally` blocks clean up (containers, temp files).
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
@@ -332,7 +339,7 @@ def _gpus_for(v, spec: str, client) -> str:
 
 
 def _container_args(args) -> tuple[list[str] | None, dict[str, str]]:
-    cmd = [c for c in args.cmd if c != "--"] if args.cmd else []
+    cmd = list(args.cmd)
     env = {}
     for item in args.env:
         if "=" not in item:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import grp
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -83,29 +84,28 @@ def test_bad_gpus_spec_is_rejected_before_docker(runs):
     assert proc.returncode == 2 and "is not a GPU request Docker accepts" in proc.stderr
 
 
-def test_files_in_the_bind_mount_belong_to_the_invoking_user(built_images, matrix, tmp_path):
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    os.chown(runs, INVOKER_UID, INVOKER_UID)
-    docker_gid = grp.getgrnam("docker").gr_gid if _group_exists("docker") else os.stat("/var/run/docker.sock").st_gid
-    env = {**os.environ, "HOME": str(tmp_path)}
+@pytest.fixture
+def invoker_home():
+    """A home for the unprivileged invoker (pytest's tmp_path is private to root)."""
+    home = Path(tempfile.mkdtemp(prefix="kerasenv-invoker-"))
+    os.chown(home, INVOKER_UID, INVOKER_UID)
+    yield home
+    shutil.rmtree(home)
+
+
+def test_files_in_the_bind_mount_belong_to_the_invoking_user(built_images, matrix, invoker_home):
+    """The CLI, run by an unprivileged user allowed to use Docker, writes ./runs as that user."""
+    docker_gid = os.stat("/var/run/docker.sock").st_gid
+    runs = invoker_home / "runs"
     proc = subprocess.run(
         ["setpriv", f"--reuid={INVOKER_UID}", f"--regid={INVOKER_UID}", f"--groups={docker_gid}",
          sys.executable, "-m", "kerasenv", "smoke", matrix.default_cpu, "--runs-dir", str(runs),
-         "--run-id", "owned", "--epochs", "1"],
-        cwd=REPO, capture_output=True, text=True, env=env, timeout=900)
+         "--run-id", "owned"],
+        cwd=REPO, capture_output=True, text=True, env={**os.environ, "HOME": str(invoker_home)}, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    written = [p for p in (runs / "owned").rglob("*")]
+    written = [p for p in runs.rglob("*")]
     assert any(p.name == "report.json" for p in written)
     assert {(p.stat().st_uid, p.stat().st_gid) for p in written} == {(INVOKER_UID, INVOKER_UID)}
-
-
-def _group_exists(name: str) -> bool:
-    try:
-        grp.getgrnam(name)
-        return True
-    except KeyError:
-        return False
 
 
 def test_sigint_to_the_cli_removes_the_container(built_images, docker, matrix, runs):
@@ -131,3 +131,17 @@ def test_default_command_of_the_image_is_the_smoke_training(built_images, contai
 
 def test_no_smoke_container_is_left_behind(docker):
     assert smoke_containers(docker) == []
+
+
+def test_smoke_auto_uses_doctors_recommendation(built_images, matrix, runs):
+    proc = smoke("auto", runs, "--run-id", "auto")
+    assert f"using {matrix.default_cpu} (no NVIDIA GPU)" in proc.stderr  # this host has no GPU
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_make_run_gpu_stops_with_doctors_explanation_on_a_host_without_gpu():
+    proc = subprocess.run(["make", "--no-print-directory", "run-gpu"], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "no GPU variant can run on this host (no NVIDIA GPU)" in proc.stderr
+    assert "recommended: kerasenv:" in proc.stdout  # doctor's lines came first

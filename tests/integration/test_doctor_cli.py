@@ -1,0 +1,39 @@
+"""`kerasenv doctor` on this real host (no GPU) and with a replayed GPU host."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from .conftest import REPO, kerasenv
+
+FAKE_SMI = str(REPO / "tests" / "fixtures" / "fake-nvidia-smi")
+
+
+def test_doctor_on_this_host_passes_docker_and_recommends_the_cpu_image(docker, matrix):
+    proc = kerasenv("doctor", "--json")
+    report = json.loads(proc.stdout)
+    checks = {c["name"]: c for c in report["host"]}
+    assert checks["docker"]["status"] == "PASS"
+    assert report["recommended"] == matrix.default_cpu and report["gpu_usable"] is False
+
+
+def test_doctor_require_gpu_exits_3_without_a_gpu(docker):
+    proc = kerasenv("doctor", "--require-gpu", check=False)
+    assert proc.returncode == 3
+    assert proc.stderr.startswith("kerasenv: error: no GPU variant can run on this host")
+
+
+def test_doctor_container_probe_reports_that_docker_cannot_give_the_gpu(built_images, docker, matrix):
+    proc = kerasenv("doctor", "--container", matrix.default_gpu, "--json", check=False)
+    assert proc.returncode == 3, proc.stderr
+    container = json.loads(proc.stdout)["container"]
+    assert container["status"] == {"nvidia_smi_l": "FAIL", "tf_gpus": "FAIL"}
+    assert "NVIDIA Container Toolkit" in container["nvidia_smi_l"]
+
+
+def test_doctor_with_a_replayed_h100_host_names_the_driver_fix(docker):
+    env = {**os.environ, "KERASENV_NVIDIA_SMI": FAKE_SMI, "KERASENV_FIXTURE_HOST": "h100-550"}
+    proc = kerasenv("doctor", env=env)
+    assert "FAIL  variant tf2.21-cuda12.5" in proc.stdout
+    assert "fix: upgrade the NVIDIA driver to >= 555.42.06" in proc.stdout
