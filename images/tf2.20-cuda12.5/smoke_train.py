@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# GENERATED copy of scripts/smoke_train.py by `kerasenv generate`: edit that file, then run `make generate`.
 """kerasenv smoke training: prove that Keras trains on this container's GPU (or CPU).
 
 Baked into every kerasenv image as /opt/kerasenv/smoke_train.py and its default

@@ -74,11 +74,19 @@ def expected_files(matrix: Matrix, root: Path) -> dict[Path, str]:
         files[folder / ".dockerignore"] = _template("dockerignore.in")
         files[folder / "build-ca.md"] = _template("build-ca.md.in")
         # A copy per image folder keeps `docker build images/<id>` self-contained.
-        files[folder / SMOKE_SCRIPT.name] = SMOKE_SCRIPT.read_text(encoding="utf-8")
+        files[folder / SMOKE_SCRIPT.name] = _generated_copy(SMOKE_SCRIPT)
     readme = root / "README.md"
     if readme.exists():
         files[readme] = table.replace_in_readme(readme.read_text(encoding="utf-8"), matrix)
     return files
+
+
+def _generated_copy(source: Path) -> str:
+    """The file with a second line saying where it comes from (the first is the shebang)."""
+    first, _, rest = source.read_text(encoding="utf-8").partition("\n")
+    note = (f"# GENERATED copy of {source.relative_to(REPO_ROOT)} by `kerasenv generate`: "
+            "edit that file, then run `make generate`.")
+    return f"{first}\n{note}\n{rest}"
 
 
 @dataclass
