@@ -15,11 +15,15 @@ PYTHON     ?= python3
 VENV       := .venv
 KERASENV   := $(VENV)/bin/kerasenv
 PYTEST_ARGS ?=
+GPU        ?=
+IMAGE      ?=
+# The images `make test` builds for real (tests/integration) and then accepts (smoke_tests).
+ACCEPTANCE_VARIANTS := tf2.21-cpu tf2.21-cuda12.5
 
 smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE))
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 
-.PHONY: doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check
+.PHONY: test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
@@ -83,10 +87,18 @@ lint: venv ## hadolint every Dockerfile
 test-unit: venv ## unit tests only (no Docker)
 	$(VENV)/bin/pytest tests -m 'not docker' $(PYTEST_ARGS)
 
-test: venv ## unit tests, drift check, hadolint, then real image builds and checks (needs Docker)
+test: venv ## everything: drift check, hadolint, unit + integration tests (real builds), acceptance suite
 	$(KERASENV) generate --check
 	$(MAKE) --no-print-directory lint
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
+	$(VENV)/bin/pytest smoke_tests $(foreach v,$(ACCEPTANCE_VARIANTS),--variant $(v)) $(PYTEST_ARGS)
+
+test-image: venv ## acceptance suite against kerasenv:VARIANT, or IMAGE=<any ref> (GPU=1 adds the GPU tests)
+	$(VENV)/bin/pytest smoke_tests $(if $(IMAGE),--image $(IMAGE),--variant $(VARIANT)) $(if $(GPU),--gpu) $(PYTEST_ARGS)
+
+test-images: venv ## acceptance suite against every variant built locally
+	$(VENV)/bin/pytest smoke_tests $$(for id in $$($(KERASENV) list --ids); do \
+	  docker image inspect kerasenv:$$id >/dev/null 2>&1 && echo --variant $$id; done) $(if $(GPU),--gpu) $(PYTEST_ARGS)
 
 clean: venv ## remove the project's containers and dangling images (by label)
 	$(KERASENV) clean

@@ -57,6 +57,7 @@ def dockerfile(matrix: Matrix, v: Variant) -> str:
         "keras": v.keras,
         "python": v.python,
         "python_re": v.python.replace(".", r"\."),
+        "cuda_re": (v.cuda or "").replace(".", r"\."),
         "base_image": v.base_image,
         "rocm": v.rocm or "",
         "cuda_summary": f", CUDA {v.cuda}, cuDNN {v.cudnn}, NCCL {v.nccl}" if v.family == "cuda" else "",

@@ -1,0 +1,49 @@
+"""The container behaves: shells and overridden commands run, stop is fast, shm is checked."""
+
+from __future__ import annotations
+
+import time
+
+from .conftest import run_once, start
+
+
+def python(target) -> str:
+    return "python3" if target.variant.family == "rocm" else "python"
+
+
+def test_bash_c_true_works(docker, target):
+    assert run_once(docker, target.ref, ["bash", "-c", "true"], network_mode="none")[0] == 0
+
+
+def test_an_overridden_command_runs(docker, target):
+    code, out, _ = run_once(docker, target.ref, [python(target), "-c", "print(6 * 7)"], network_mode="none")
+    assert (code, out.strip()) == (0, "42")
+
+
+def test_docker_stop_on_a_running_smoke_training_takes_under_3_seconds(docker, target):
+    """No --init here on purpose: the script is PID 1 and must handle SIGTERM itself."""
+    container = start(docker, target.ref, [python(target), "/opt/kerasenv/smoke_train.py", "--epochs", "500"],
+                      network_mode="none", shm_size="1g")
+    try:
+        deadline = time.monotonic() + 180
+        while b"[smoke] training:" not in container.logs():
+            assert time.monotonic() < deadline, container.logs()[-2000:]
+            container.reload()
+            assert container.status == "running", container.logs()[-2000:]
+            time.sleep(0.5)
+        time.sleep(2)  # inside model.fit
+        started = time.monotonic()
+        container.stop(timeout=10)
+        elapsed = time.monotonic() - started
+        container.reload()
+        assert elapsed < 3, f"docker stop took {elapsed:.1f} s"
+        assert container.attrs["State"]["ExitCode"] == 143  # SIGTERM handled, not SIGKILLed (137)
+    finally:
+        container.remove(force=True)
+
+
+def test_docker_default_shm_gets_a_warning(docker, target):
+    code, _, err = run_once(docker, target.ref, [python(target), "/opt/kerasenv/smoke_train.py",
+                                                 "--epochs", "1", "--samples", "64", "--batch-size", "64"],
+                            network_mode="none")
+    assert "WARNING: /dev/shm is 64 MB (Docker's default)" in err

@@ -1,0 +1,32 @@
+"""GPU visibility (marker gpu): run with --gpu on a GPU host; there a missing GPU FAILS."""
+
+from __future__ import annotations
+
+import pytest
+
+from kerasenv import gpu_request
+
+from .conftest import run_once
+
+FAMILIES = {"cuda", "rocm"}
+pytestmark = pytest.mark.gpu
+
+
+def test_nvidia_smi_inside_lists_the_gpus(docker, target):
+    if target.variant.family != "cuda":
+        cmd = ["bash", "-c", "rocm-smi --showproductname"]
+    else:
+        cmd = ["nvidia-smi", "-L"]
+    code, out, err = run_once(docker, target.ref, cmd, **gpu_request.run_kwargs("all", target.variant.family))
+    assert code == 0, err[-2000:] or out[-2000:]
+    assert ("GPU 0:" in out) if target.variant.family == "cuda" else out.strip()
+
+
+def test_tensorflow_sees_a_gpu(docker, target):
+    python = "python3" if target.variant.family == "rocm" else "python"
+    code, out, err = run_once(
+        docker, target.ref,
+        [python, "-c", "import tensorflow as tf; g = tf.config.list_physical_devices('GPU'); print(len(g)); assert g"],
+        **gpu_request.run_kwargs("all", target.variant.family))
+    assert code == 0, err[-3000:]
+    assert int(out.strip().splitlines()[-1]) >= 1

@@ -1,0 +1,18 @@
+"""The real builds of `make test` (their content is checked by the acceptance suite, smoke_tests/)."""
+
+from __future__ import annotations
+
+import re
+
+from .conftest import BUILT_IN_TESTS, kerasenv
+
+
+def test_build_prints_each_image_and_its_size(built_images):
+    for variant_id in BUILT_IN_TESTS:
+        line = built_images[f"kerasenv:{variant_id}"]
+        assert re.fullmatch(rf"kerasenv:{re.escape(variant_id)}\t\d+\.\d\d GB\t\d+ s", line)
+
+
+def test_built_images_are_within_their_size_budgets(built_images):
+    proc = kerasenv("size", "--check", *BUILT_IN_TESTS)
+    assert all(f"kerasenv:{v}" in proc.stdout for v in BUILT_IN_TESTS)
