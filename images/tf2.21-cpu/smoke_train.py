@@ -303,10 +303,6 @@ def configure_gpus(tf, args, report: dict) -> list:
         details.append({"device": gpu.name, "name": info.get("device_name"),
                         "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None})
     report["gpus"] = details
-    report["devices"] = {
-        "physical": [d.name for d in tf.config.list_physical_devices()],
-        "logical": [d.name for d in tf.config.list_logical_devices()],
-    }
     report["gpu_config"] = {"memory_growth": bool(physical) and not args.no_memory_growth and not args.memory_limit,
                             "memory_limit_mb": args.memory_limit or None,
                             "visible_gpus": args.visible_gpu_indexes or None}
@@ -465,6 +461,9 @@ def run(args, report: dict) -> int:
                            "rebuild the image from AMD's rocm/tensorflow base")
 
     gpus = configure_gpus(tf, args, report)
+    # Listing logical devices initialises the runtime: only after the GPU options are set.
+    report["devices"] = {"physical": [d.name for d in tf.config.list_physical_devices()],
+                         "logical": [d.name for d in tf.config.list_logical_devices()]}
     if not gpus:
         reason, fix = no_gpu_reason(smi)
         if args.require_gpu:

@@ -1,0 +1,90 @@
+"""Docker Compose: every file combination validates; train + TensorBoard really run."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+import uuid
+
+import pytest
+
+from .conftest import REPO
+
+COMBINATIONS = [[], ["nvidia"], ["nvidia-devices"], ["rocm"]]
+
+
+def compose(*args: str, project: str | None = None, env: dict | None = None, check: bool = True,
+            overrides: list[str] = ()) -> subprocess.CompletedProcess:
+    files = ["-f", "compose/compose.yaml"] + [x for o in overrides for x in ("-f", f"compose/compose.{o}.yaml")]
+    cmd = ["docker", "compose", *(["-p", project] if project else []), *files, *args]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, **(env or {})},
+                          timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compose_plugin():
+    subprocess.run(["make", "--no-print-directory", "compose-plugin"], cwd=REPO, check=True,
+                   capture_output=True, timeout=120)
+
+
+@pytest.mark.parametrize("overrides", COMBINATIONS, ids=lambda o: "+".join(["base", *o]))
+def test_every_compose_combination_validates(overrides):
+    resolved = json.loads(compose("config", "--format", "json", overrides=overrides).stdout)
+    train = resolved["services"]["train"]
+    assert train["init"] is True and train["shm_size"]
+    if overrides and overrides[0].startswith("nvidia"):
+        device = train["deploy"]["resources"]["reservations"]["devices"][0]
+        assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+    if overrides == ["rocm"]:
+        assert {d["source"] for d in train["devices"]} == {"/dev/kfd", "/dev/dri"}
+        assert train["group_add"] == ["video"]
+    assert "deploy" not in resolved["services"]["tensorboard"]  # TensorBoard never takes a GPU
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scalar_tags(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugin/scalars/tags", timeout=5) as r:
+        return json.load(r)
+
+
+def test_train_and_tensorboard_come_up_and_tensorboard_lists_the_scalars(built_images, docker, tmp_path):
+    project = f"kerasenv-test-{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    env = {"RUNS_DIR": str(runs), "TENSORBOARD_PORT": str(port), "RUN_ID": "compose-test",
+           "KERASENV_UID": str(os.getuid()), "KERASENV_GID": str(os.getgid())}
+    try:
+        compose("up", "-d", project=project, env=env)
+        train = docker.containers.list(all=True, filters={"label": [f"com.docker.compose.project={project}",
+                                                                    "com.docker.compose.service=train"]})[0]
+        assert train.wait(timeout=600)["StatusCode"] == 0, train.logs()[-3000:]
+        assert (runs / "compose-test" / "report.json").exists()
+        deadline, tags = time.monotonic() + 120, {}
+        while time.monotonic() < deadline:
+            try:
+                tags = scalar_tags(port)
+            except OSError:
+                tags = {}
+            run = next((r for r in tags if r.startswith("compose-test/") and r.endswith("train")), None)
+            if run and {"epoch_loss", "epoch_accuracy"} <= set(tags[run]):
+                break
+            time.sleep(2)
+        else:
+            pytest.fail(f"TensorBoard never listed the run's loss and accuracy: {tags}")
+    finally:
+        compose("down", "--remove-orphans", project=project, env=env, check=False)
+    left = docker.containers.list(all=True, filters={"label": f"com.docker.compose.project={project}"})
+    assert left == []
