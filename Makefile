@@ -15,6 +15,7 @@ PYTHON     ?= python3
 VENV       := .venv
 KERASENV   := $(VENV)/bin/kerasenv
 PYTEST_ARGS ?=
+WORKERS    ?= 2
 GPU        ?=
 IMAGE      ?=
 COMPOSE_GPU ?=
@@ -27,7 +28,7 @@ ACCEPTANCE_VARIANTS := tf2.21-cpu tf2.21-cuda12.5
 smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE))
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 
-.PHONY: compose-plugin up tensorboard down test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check
+.PHONY: train-multiworker bench-multiworker compose-plugin up tensorboard down test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
@@ -103,9 +104,16 @@ tensorboard: compose-plugin ## compose: TensorBoard alone over ./runs on 127.0.0
 down: compose-plugin ## compose: stop and remove the services
 	$(compose_env) $(compose) down --remove-orphans
 
-lint: venv ## hadolint every Dockerfile; validate the compose files against the Compose spec
+train-multiworker: venv ## train across WORKERS= containers (MultiWorkerMirroredStrategy) in VARIANT=
+	$(KERASENV) multiworker $(VARIANT) --workers $(WORKERS) $(if $(EPOCHS),-- --epochs $(EPOCHS))
+
+bench-multiworker: venv ## measure 2-worker samples/s against the single-container smoke run (CPU image)
+	$(VENV)/bin/python scripts/bench_multiworker.py --variant $(CPU_VARIANT)
+
+lint: venv ## hadolint every Dockerfile; validate compose files (Compose spec) and k8s manifests offline
 	$(VENV)/bin/hadolint images/*/Dockerfile && echo "hadolint: $$(ls images/*/Dockerfile | wc -l) Dockerfiles clean"
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose/*.yaml
+	$(VENV)/bin/kubernetes-validate --strict --quiet k8s/*.yaml
 
 test-unit: venv ## unit tests only (no Docker)
 	$(VENV)/bin/pytest tests -m 'not docker' $(PYTEST_ARGS)

@@ -339,6 +339,116 @@ def jit_compile_arg(choice: str, keras):
     return choice == "on"
 
 
+def multi_worker(tf, tf_config: str, report: dict):
+    """MultiWorkerMirroredStrategy from TF_CONFIG; it must exist before any op runs."""
+    try:
+        config = json.loads(tf_config)
+        workers = config["cluster"]["worker"]
+        index = int(config["task"]["index"])
+        assert config["task"]["type"] == "worker" and 0 <= index < len(workers)
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise SmokeFailure(EXIT_USAGE, "tf-config", "TF_CONFIG is not a worker cluster spec",
+                           'use {"cluster": {"worker": ["host0:port", ...]}, "task": {"type": "worker", "index": N}}')
+    # A bounded collective timeout: a lost peer becomes an error instead of a hang.
+    timeout = float(os.environ.get("KERASENV_COLLECTIVE_TIMEOUT", "120"))
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    report["distributed"] = {"strategy": "MultiWorkerMirroredStrategy", "workers": len(workers),
+                             "task_index": index, "chief": index == 0, "cluster": workers,
+                             "collective_timeout_s": timeout}
+    return strategy
+
+
+def worker_dir(args, report: dict) -> str:
+    """The chief (worker 0) writes to the run directory; worker i to worker-<i>/ in it."""
+    dist = report.get("distributed")
+    if not dist or dist["chief"]:
+        return args.output_dir
+    path = os.path.join(args.output_dir, f"worker-{dist['task_index']}")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def train_multi_worker(tf, keras, args, report: dict, strategy) -> dict:
+    """A custom training loop: Keras 3's model.fit does not support
+    MultiWorkerMirroredStrategy (keras-team/keras#20585, tensorflow/tensorflow#72388),
+    but Keras layers and optimizers do, under strategy.run."""
+    precision = choose_precision(args, report["gpus"])
+    keras.mixed_precision.set_global_policy(precision)
+    keras.utils.set_random_seed(args.seed)
+    replicas = strategy.num_replicas_in_sync
+    global_batch = args.batch_size * replicas
+    images, labels = synthetic_images(args.samples, args.seed)
+    dataset = strategy.experimental_distribute_dataset(make_dataset(tf, images, labels, global_batch, args.seed))
+    steps_per_epoch = args.samples // global_batch
+    with strategy.scope():
+        model = build_model(keras)
+        optimizer = keras.optimizers.Adam(learning_rate=args.learning_rate)
+        if precision == "mixed_float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(reduction=None)
+
+    def replica_step(batch):
+        x, y = batch
+        with tf.GradientTape() as tape:
+            probs = model(x, training=True)
+            loss = tf.nn.compute_average_loss(loss_fn(y, probs), global_batch_size=global_batch)
+            scaled = optimizer.scale_loss(loss) if hasattr(optimizer, "scale_loss") else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(probs, axis=-1, output_type=tf.int32), y), tf.float32))
+        return loss, correct
+
+    @tf.function
+    def train_step(iterator):
+        loss, correct = strategy.run(replica_step, args=(next(iterator),))
+        reduce = tf.distribute.ReduceOp.SUM
+        return strategy.reduce(reduce, loss, axis=None), strategy.reduce(reduce, correct, axis=None)
+
+    out_dir = worker_dir(args, report)
+    writer = tf.summary.create_file_writer(os.path.join(out_dir, "tensorboard", "train"))
+    log(f"training: {args.epochs} epoch(s) x {steps_per_epoch} steps, global batch {global_batch}, "
+        f"{replicas} replica(s) on {report['distributed']['workers']} worker(s), precision {precision}")
+    losses, accuracies, epoch_seconds = [], [], []
+    first_loss = time_to_first_step = None
+    started = time.perf_counter()
+    for epoch in range(args.epochs):
+        epoch_start, iterator, total, correct = time.perf_counter(), iter(dataset), 0.0, 0.0
+        for _ in range(steps_per_epoch):
+            loss, hits = train_step(iterator)
+            loss = float(loss)
+            if first_loss is None:
+                first_loss, time_to_first_step = loss, time.perf_counter() - started
+            if not math.isfinite(loss):
+                break
+            total, correct = total + loss, correct + float(hits)
+        epoch_seconds.append(time.perf_counter() - epoch_start)
+        losses.append(total / steps_per_epoch)
+        accuracies.append(correct / (steps_per_epoch * global_batch))
+        with writer.as_default():
+            tf.summary.scalar("epoch_loss", losses[-1], step=epoch)
+            tf.summary.scalar("epoch_accuracy", accuracies[-1], step=epoch)
+        if not math.isfinite(loss):
+            losses[-1] = float("nan")
+            break
+    writer.flush()
+    model_path = os.path.join(out_dir, "model.keras")
+    model.save(model_path)
+    steady = epoch_seconds[1:] or epoch_seconds
+    return {
+        "epochs": args.epochs, "epochs_run": len(losses), "resumed": False,
+        "batch_size": args.batch_size, "global_batch_size": global_batch, "samples": args.samples,
+        "steps_per_epoch": steps_per_epoch, "learning_rate": args.learning_rate,
+        "mixed_precision": precision, "jit_compile": "off", "strategy": "MultiWorkerMirroredStrategy",
+        "replicas": replicas, "loss_per_epoch": losses, "accuracy_per_epoch": accuracies,
+        "first_loss": first_loss, "final_loss": losses[-1] if losses else None,
+        "final_accuracy": accuracies[-1] if accuracies else None,
+        "time_to_first_step_s": time_to_first_step, "epoch_seconds": epoch_seconds,
+        "samples_per_second": steps_per_epoch * global_batch / (sum(steady) / len(steady)) if steady else None,
+        "model_path": model_path,
+    }
+
+
 def train(tf, keras, args, report: dict, gpus: list) -> dict:
     precision = choose_precision(args, report["gpus"])
     keras.mixed_precision.set_global_policy(precision)
@@ -461,6 +571,7 @@ def run(args, report: dict) -> int:
                            "rebuild the image from AMD's rocm/tensorflow base")
 
     gpus = configure_gpus(tf, args, report)
+    strategy = multi_worker(tf, os.environ["TF_CONFIG"], report) if os.environ.get("TF_CONFIG") else None
     # Listing logical devices initialises the runtime: only after the GPU options are set.
     report["devices"] = {"physical": [d.name for d in tf.config.list_physical_devices()],
                          "logical": [d.name for d in tf.config.list_logical_devices()]}
@@ -477,7 +588,8 @@ def run(args, report: dict) -> int:
         f"result on {report['placement']['result_device']}")
 
     try:
-        training = train(tf, keras, args, report, gpus)
+        training = (train_multi_worker(tf, keras, args, report, strategy) if strategy is not None
+                    else train(tf, keras, args, report, gpus))
     except tf.errors.ResourceExhaustedError as exc:
         raise SmokeFailure(EXIT_OOM, "oom", f"GPU out of memory: {str(exc).splitlines()[0][:200]}",
                            "lower --batch-size (BATCH_SIZE=) or set --memory-limit for the GPU") from None
@@ -518,7 +630,19 @@ def summary(report: dict) -> None:
     print(f"[smoke] {status} (exit {report['exit_code']})", file=sys.stderr)
     for line in lines:
         print(f"[smoke]   {line}", file=sys.stderr)
-    print(f"[smoke]   report: {os.path.join(report.get('output_dir') or '-', 'report.json')}", file=sys.stderr)
+    dist = report.get("distributed")
+    if dist:
+        print(f"[smoke]   multi-worker: worker {dist['task_index']} of {dist['workers']}"
+              f"{' (chief)' if dist['chief'] else ''}", file=sys.stderr)
+    print(f"[smoke]   report: {os.path.join(worker_dir_or_none(report) or '-', 'report.json')}", file=sys.stderr)
+
+
+def worker_dir_or_none(report: dict) -> str | None:
+    base = report.get("output_dir")
+    dist = report.get("distributed")
+    if base and dist and not dist["chief"]:
+        return os.path.join(base, f"worker-{dist['task_index']}")
+    return base
 
 
 def _on_signal(signum, frame):
@@ -550,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
                       error={"kind": "interrupted", "message": "the run was interrupted; "
                              "the same --run-id resumes it from the last epoch backup", "fix": ""})
     report["wall_seconds"] = round(time.perf_counter() - started, 3)
-    write_report(report, args.output_dir if output_ready else None)
+    write_report(report, worker_dir(args, report) if output_ready else None)
     summary(report)
     if args.json:
         print(json.dumps(strict_json(report), indent=2, sort_keys=True, allow_nan=False))

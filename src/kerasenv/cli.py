@@ -84,6 +84,16 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--run-id", help="name of ./runs/<run-id> (the same id resumes)")
             s.add_argument("--json", action="store_true", help="print the report on stdout")
 
+    s = sub.add_parser("multiworker", help="train across N containers with MultiWorkerMirroredStrategy "
+                                            "(`-- FLAGS` passes smoke_train.py flags)")
+    s.add_argument("id", metavar="ID", help="variant id")
+    s.add_argument("--workers", type=int, default=2, help="number of worker containers (default 2)")
+    s.add_argument("--runs-dir", type=Path, default=Path("runs"), help="host directory for ./runs")
+    s.add_argument("--run-id", help="name of runs/<run-id> (the chief's report; worker-<i>/ for the others)")
+    s.add_argument("--user", help="UID:GID inside the containers (default: yours)")
+    s.add_argument("--timeout", type=float, default=3600, help="give up after this many seconds")
+    s.add_argument("--json", action="store_true", help="print the chief's report on stdout")
+
     s = sub.add_parser("size", help="image sizes, layer attribution, shared bytes, budgets")
     s.add_argument("ids", nargs="*", metavar="ID", help="variants (default: every one built locally)")
     s.add_argument("--check", action="store_true", help="exit 1 when an image exceeds its budget")
@@ -405,6 +415,23 @@ def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
     return result.exit_code
 
 
+def _cmd_multiworker(args, matrix: Matrix) -> int:
+    import uuid
+    from datetime import datetime, timezone
+
+    from . import docker_client, multiworker
+
+    v = matrix.get(args.id)
+    run_id = args.run_id or ("mw-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6])
+    code = multiworker.run(docker_client.client(), v, workers=args.workers, runs_dir=args.runs_dir, run_id=run_id,
+                           smoke_args=list(args.cmd), user=args.user, timeout=args.timeout)
+    report = Path(args.runs_dir) / run_id / "report.json"
+    if args.json and report.exists():
+        sys.stdout.write(report.read_text())
+    print(f"kerasenv: chief's report {report}", file=sys.stderr)
+    return code
+
+
 COMMANDS = {
     "list": _cmd_list,
     "generate": _cmd_generate,
@@ -414,6 +441,7 @@ COMMANDS = {
     "doctor": _cmd_doctor,
     "smoke": _cmd_smoke,
     "run": _cmd_run,
+    "multiworker": _cmd_multiworker,
     "size": _cmd_size,
     "clean": _cmd_clean,
 }
