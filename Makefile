@@ -114,6 +114,7 @@ lint: venv ## hadolint every Dockerfile; validate compose files (Compose spec) a
 	$(VENV)/bin/hadolint images/*/Dockerfile && echo "hadolint: $$(ls images/*/Dockerfile | wc -l) Dockerfiles clean"
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose/*.yaml
 	$(VENV)/bin/kubernetes-validate --strict --quiet k8s/*.yaml
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 test-unit: venv ## unit tests only (no Docker)
 	$(VENV)/bin/pytest tests -m 'not docker' $(PYTEST_ARGS)

@@ -1,0 +1,116 @@
+"""Push and pull through a real registry on 127.0.0.1 (Debian's docker-registry, the CNCF
+distribution registry): digests and labels survive the round trip, and the CUDA layer
+shared by the two CUDA 12.5 variants is sent once."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from kerasenv import tags
+
+from .conftest import kerasenv
+
+PUSHED = ("tf2.21-cpu", "tf2.21-cuda12.5", "tf2.20-cuda12.5")
+KEEP = "kerasenv-test/keep"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stored_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in (root / "docker" / "registry" / "v2" / "blobs").rglob("data"))
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    exe = shutil.which("docker-registry")
+    if exe is None:
+        pytest.fail("Debian's docker-registry is missing: `apt-get install docker-registry` (.ci/run does it)")
+    root = tmp_path_factory.mktemp("registry")
+    port = free_port()
+    (root / "config.yml").write_text(
+        "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+        f"    rootdirectory: {root / 'data'}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n")
+    proc = subprocess.Popen([exe, "serve", str(root / "config.yml")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.2)
+        yield {"address": f"127.0.0.1:{port}", "data": root / "data"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def cuda_pair_built(built_images):
+    kerasenv("build", "tf2.20-cuda12.5", timeout=3600)
+
+
+def push(variant_id: str, registry: str) -> dict:
+    return json.loads(kerasenv("push", variant_id, "--registry", registry, "--json", timeout=3600).stdout)
+
+
+def test_push_delete_pull_round_trip_keeps_digests_and_labels(docker, matrix, registry, cuda_pair_built):
+    address, data = registry["address"], registry["data"]
+    pushed, measured = {}, {}
+    for variant_id in PUSHED:
+        before = stored_bytes(data) if data.exists() else 0
+        pushed[variant_id] = push(variant_id, address)
+        measured[variant_id] = stored_bytes(data) - before
+    # The second CUDA 12.5 variant sends only what differs: the CUDA layer is already there.
+    assert measured["tf2.20-cuda12.5"] < measured["tf2.21-cuda12.5"] - 1_500_000_000, measured
+    assert pushed["tf2.20-cuda12.5"]["layers_already_there"] >= 4
+    labels_before = {v: docker.images.get(f"kerasenv:{v}").labels for v in PUSHED}
+    repo = tags.repository(address)
+    for variant_id in PUSHED:
+        # A private reference keeps the image (and Docker's build cache under it) while
+        # every tag the push created is deleted; the full-transfer pull is measured by
+        # hand in benchmarks/README.md.
+        docker.images.get(f"kerasenv:{variant_id}").tag(KEEP, variant_id)
+    for variant_id in PUSHED:  # delete every local tag of the pushed images
+        for tag in tags.tags(matrix, matrix.get(variant_id)):
+            for ref in (f"{repo}:{tag}", f"kerasenv:{tag}"):
+                if docker.images.list(name=ref):
+                    docker.images.remove(ref)
+    for variant_id in PUSHED:
+        pulled = json.loads(kerasenv("pull", variant_id, "--registry", address, "--json", timeout=3600).stdout)
+        assert pulled["digest"] == pushed[variant_id]["digest"]
+        assert pulled["stale_labels"] == {}
+        image = docker.images.get(f"kerasenv:{variant_id}")
+        assert f"{repo}@{pushed[variant_id]['digest']}" in image.attrs["RepoDigests"]
+        assert image.labels == labels_before[variant_id]
+    for variant_id in PUSHED:
+        docker.images.remove(f"{KEEP}:{variant_id}")
+    print({"stored_bytes": measured, "push": {v: p["seconds"] for v, p in pushed.items()}})
+
+
+def test_pull_says_when_a_tag_is_stale(docker, matrix, registry, built_images, tmp_path):
+    """A tag whose labels no longer match the matrix (an old build) is reported."""
+    address = registry["address"]
+    stale_ref = f"{tags.repository(address)}:tf2.21-cpu"
+    context = tmp_path / "ctx"
+    context.mkdir()
+    (context / "Dockerfile").write_text('FROM kerasenv:tf2.21-cpu\nLABEL io.kerasenv.keras="3.0.0"\n')
+    docker.images.build(path=str(context), tag=stale_ref, rm=True, forcerm=True)
+    docker.images.push(tags.repository(address), tag="tf2.21-cpu")
+    docker.images.remove(stale_ref)
+    proc = kerasenv("pull", "tf2.21-cpu", "--registry", address, "--json", timeout=900)
+    assert json.loads(proc.stdout)["stale_labels"] == {"io.kerasenv.keras": ["3.15.1", "3.0.0"]}
+    assert f"{stale_ref} is stale: io.kerasenv.keras='3.0.0' (matrix: '3.15.1')" in proc.stderr
+    kerasenv("build", "tf2.21-cpu", timeout=3600)  # restore the real local image
