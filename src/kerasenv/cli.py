@@ -106,6 +106,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--family", choices=("cpu", "cuda", "rocm"), action="append",
                    help="only these families (repeatable; default all)")
 
+    s = sub.add_parser("sbom", help="CycloneDX JSON SBOM of an image's Python environment")
+    s.add_argument("id", metavar="ID")
+    s.add_argument("-o", "--output", type=Path, help="file to write (default: sbom-<id>.cdx.json; - for stdout)")
+
     s = sub.add_parser("tags", help="the tags of each variant")
     s.add_argument("ids", nargs="*", metavar="ID")
     s.add_argument("--registry", default="", help="prefix the repository with this registry")
@@ -479,6 +483,20 @@ def _cmd_matrix(args, matrix: Matrix) -> int:
     return 0
 
 
+def _cmd_sbom(args, matrix: Matrix) -> int:
+    from . import docker_client, sbom
+
+    v = matrix.get(args.id)
+    bom = sbom.generate(docker_client.client(), v)
+    if str(args.output) == "-":
+        print(json.dumps(bom, indent=2))
+        return 0
+    path = args.output or Path(f"sbom-{v.id}.cdx.json")
+    sbom.write(bom, path)
+    print(f"wrote {path}: {len(bom.get('components', []))} components", file=sys.stderr)
+    return 0
+
+
 def _cmd_tags(args, matrix: Matrix) -> int:
     from . import tags
 
@@ -501,6 +519,7 @@ COMMANDS = {
     "push": _cmd_transfer,
     "pull": _cmd_transfer,
     "tags": _cmd_tags,
+    "sbom": _cmd_sbom,
     "matrix": _cmd_matrix,
     "size": _cmd_size,
     "clean": _cmd_clean,

@@ -1,0 +1,81 @@
+"""`kerasenv sbom ID`: a CycloneDX JSON SBOM of the image's Python environment.
+
+`cyclonedx-py environment` runs inside a throwaway container against the image's own
+interpreter, so it sees exactly what the image holds; the tool itself is mounted read-only
+from a host directory and never becomes part of the image or of its SBOM (it is put on
+sys.path by a runner script, not through PYTHONPATH, which the analysed interpreter would
+inherit).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from .docker_client import PROJECT_LABEL
+from .errors import KerasenvError, UsageError
+from .matrix import REPO_ROOT, Variant
+
+TOOL = "cyclonedx-bom==7.5.0"
+TOOL_DIR = REPO_ROOT / ".sbom-tool"
+RUNNER = """\
+import runpy, sys
+sys.path.insert(0, "/opt/kerasenv-sbom/lib")
+sys.argv = ["cyclonedx-py", "environment", "--output-format", "JSON", "--output-file", "-", sys.argv[1]]
+runpy.run_module("cyclonedx_py", run_name="__main__")
+"""
+
+
+def ensure_tool() -> Path:
+    stamp = TOOL_DIR / ".installed"
+    if stamp.exists() and stamp.read_text() == TOOL:
+        return TOOL_DIR
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--upgrade", "--no-compile",
+                           "--target", str(TOOL_DIR / "lib"), TOOL], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise KerasenvError(f"could not install {TOOL} into {TOOL_DIR} (needs PyPI): "
+                            f"{(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    (TOOL_DIR / "runner.py").write_text(RUNNER)
+    stamp.write_text(TOOL)
+    return TOOL_DIR
+
+
+def generate(client, v: Variant) -> dict:
+    from docker.errors import ImageNotFound
+
+    try:
+        client.images.get(v.image_ref)
+    except ImageNotFound:
+        raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}` first") from None
+    tool = ensure_tool()
+    python = "/usr/bin/python3"
+    target = "/opt/venv/bin/python" if v.family != "rocm" else "/usr/bin/python3"
+    container = client.containers.create(
+        v.image_ref, [python, "/opt/kerasenv-sbom/runner.py", target], network_mode="none", user="0",
+        volumes={str(tool): {"bind": "/opt/kerasenv-sbom", "mode": "ro"}},
+        labels={PROJECT_LABEL: "kerasenv", "io.kerasenv.kind": "sbom"}, name=f"kerasenv-sbom-{uuid.uuid4().hex[:8]}")
+    try:
+        container.start()
+        code = container.wait(timeout=600)["StatusCode"]
+        out = container.logs(stdout=True, stderr=False).decode()
+        err = container.logs(stdout=False, stderr=True).decode()
+    finally:
+        container.remove(force=True)
+    if code != 0:
+        raise KerasenvError(f"cyclonedx-py failed in {v.image_ref} (exit {code}): "
+                            f"{(err.strip().splitlines() or ['?'])[-1][:300]}")
+    bom = json.loads(out)
+    # Say which image this describes (the tool only knows the interpreter).
+    bom.setdefault("metadata", {})["component"] = {
+        "type": "container", "name": f"kerasenv:{v.id}", "version": v.id,
+        "bom-ref": f"kerasenv:{v.id}"}
+    return bom
+
+
+def write(bom: dict, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(bom, indent=2) + "\n")
+    tmp.replace(path)
