@@ -55,6 +55,18 @@ def registry(tmp_path_factory):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        _untag_registry_refs(f"127.0.0.1:{port}/")
+
+
+def _untag_registry_refs(prefix: str) -> None:
+    """Pulls leave `<registry>/kerasenv:<id>` tags behind: remove them (not the images)."""
+    from kerasenv import docker_client
+
+    client = docker_client.client()
+    for image in client.images.list():
+        for tag in image.tags:
+            if tag.startswith(prefix):
+                client.images.remove(tag)
 
 
 @pytest.fixture(scope="module")
