@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import EXIT_INTERRUPTED, EXIT_OK, KerasenvError, UsageError
-from .matrix import DEFAULT_MATRIX, REPO_ROOT, Matrix, load
+from .matrix import DEFAULT_MATRIX, Matrix, load
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import uuid
@@ -51,6 +52,13 @@ def built_images(docker, matrix):
     """Build the test variants through the CLI (Docker's layer cache makes reruns quick)."""
     result = kerasenv("build", *BUILT_IN_TESTS, timeout=3600)
     return {line.split("\t")[0]: line for line in result.stdout.splitlines() if "\t" in line}
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 for a server a test starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class TrackedContainer:

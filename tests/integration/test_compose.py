@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -12,7 +11,7 @@ import uuid
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, free_port
 
 COMBINATIONS = [[], ["nvidia"], ["nvidia-devices"], ["rocm"]]
 
@@ -46,12 +45,6 @@ def test_every_compose_combination_validates(overrides):
         assert {d["source"] for d in train["devices"]} == {"/dev/kfd", "/dev/dri"}
         assert train["group_add"] == ["video"]
     assert "deploy" not in resolved["services"]["tensorboard"]  # TensorBoard never takes a GPU
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scalar_tags(port: int) -> dict:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -16,16 +15,10 @@ import pytest
 
 from kerasenv import tags
 
-from .conftest import kerasenv
+from .conftest import free_port, kerasenv
 
 PUSHED = ("tf2.21-cpu", "tf2.21-cuda12.5", "tf2.20-cuda12.5")
 KEEP = "kerasenv-test/keep"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stored_bytes(root: Path) -> int:
