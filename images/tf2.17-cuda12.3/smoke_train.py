@@ -14,12 +14,15 @@ Exit codes:
      built for the device family of this image
   4  training failed: NaN/inf loss, or the model did not learn
   5  out of memory (GPU ResourceExhausted or host MemoryError)
+  6  the results could not be written (disk full or I/O error in the output directory);
+     no partial report.json is left behind
   130/143  interrupted (SIGINT/SIGTERM)
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -34,7 +37,7 @@ import uuid
 from datetime import datetime, timezone
 
 REPORT_SCHEMA = 1
-EXIT_OK, EXIT_USAGE, EXIT_NO_GPU, EXIT_TRAINING, EXIT_OOM = 0, 2, 3, 4, 5
+EXIT_OK, EXIT_USAGE, EXIT_NO_GPU, EXIT_TRAINING, EXIT_OOM, EXIT_OUTPUT = 0, 2, 3, 4, 5, 6
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 IMAGE_SIZE, CLASSES = 28, 4
 LOSS_RATIO_MAX = 0.9  # final loss must end below 0.9x the first
@@ -137,27 +140,38 @@ def strict_json(value):
     return value
 
 
-def write_report(report: dict, output_dir: str | None) -> None:
-    """report.json is written atomically: a reader never sees half a report."""
-    if not output_dir or not os.path.isdir(output_dir):
-        return
-    target = os.path.join(output_dir, "report.json")
-    fd, tmp = tempfile.mkstemp(dir=output_dir, prefix=".report-", suffix=".json")
+def write_json_atomically(value, target: str) -> None:
+    """Write to a temporary file beside `target`, fsync, then rename over it: a reader
+    sees the old file or the new one, never half of one. On error nothing is left."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-", suffix=".json")
     try:
         os.fchmod(fd, 0o644)
         with os.fdopen(fd, "w") as handle:
-            json.dump(strict_json(report), handle, indent=2, sort_keys=True, allow_nan=False)
+            json.dump(strict_json(value), handle, indent=2, sort_keys=True, allow_nan=False)
             handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
-    except OSError as exc:
+    except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        log(f"WARNING: could not write {target} ({exc.strerror}); the report is incomplete on disk")
-        report.setdefault("warnings", []).append(f"report.json not written: {exc.strerror}")
+        raise
+
+
+def write_report(report: dict, output_dir: str | None) -> bool:
+    """report.json is written atomically: a reader never sees half a report. Returns
+    False (and says why) when it could not be written, e.g. the disk is full."""
+    if not output_dir or not os.path.isdir(output_dir):
+        return True
+    target = os.path.join(output_dir, "report.json")
+    try:
+        write_json_atomically(report, target)
+    except OSError as exc:
+        log(f"ERROR: could not write {target} ({exc.strerror}); no partial report was left behind")
+        return False
+    return True
 
 
 # --- environment -----------------------------------------------------------------------
@@ -473,26 +487,35 @@ def train(tf, keras, args, report: dict, gpus: list) -> dict:
     backup_dir = os.path.join(args.output_dir, "backup")
     resumed = os.path.isdir(backup_dir) and bool(os.listdir(backup_dir))
     timing = timing_callback(keras)
+    progress = epoch_log_callback(keras, os.path.join(args.output_dir, "epochs.json"))
     callbacks = [
         timing,
         keras.callbacks.TerminateOnNaN(),
-        keras.callbacks.BackupAndRestore(backup_dir),
+        # The epoch log is written before the backup: a kill between the two leaves the
+        # log one epoch ahead, and the resumed run truncates it to the backup's epoch.
+        progress,
+        backup_callback(keras, backup_dir),
         keras.callbacks.TensorBoard(log_dir=os.path.join(args.output_dir, "tensorboard"),
                                     update_freq="epoch", profile_batch=0),
     ]
     log(f"training: {args.epochs} epoch(s) x {steps_per_epoch} steps, global batch {global_batch}, "
         f"{replicas} replica(s), precision {precision}" + (", resuming from backup" if resumed else ""))
     timing.fit_started = time.perf_counter()
-    history = model.fit(dataset, epochs=args.epochs, verbose=0, callbacks=callbacks)
-    losses = [float(x) for x in history.history.get("loss", [])]
-    accuracies = [float(x) for x in history.history.get("accuracy", [])]
-    epochs_run = len(losses)
+    model.fit(dataset, epochs=args.epochs, verbose=0, callbacks=callbacks)
+    # Over the whole run, the epochs before a resume included (the log keeps them).
+    losses = [e["loss"] for e in progress.epochs]
+    accuracies = [e["accuracy"] for e in progress.epochs]
+    resumed_from = progress.first_epoch or 0
+    epochs_run = len(losses) - resumed_from
     steady = timing.epoch_seconds[1:] or timing.epoch_seconds
     samples_per_s = (steps_per_epoch * global_batch) / (sum(steady) / len(steady)) if steady else None
-    first_loss = timing.first_batch_loss
+    # The first loss of the run, not of the resumed part: the verdict compares the
+    # whole run, so a resumed run reaches the same verdict as an uninterrupted one.
+    first_loss = progress.first_batch_loss if progress.first_batch_loss is not None else timing.first_batch_loss
     final_loss = losses[-1] if losses else None
     return {
-        "epochs": args.epochs, "epochs_run": epochs_run, "resumed": resumed,
+        "epochs": args.epochs, "epochs_run": epochs_run, "resumed": resumed_from > 0 or resumed,
+        "resumed_from_epoch": resumed_from,
         "batch_size": args.batch_size, "global_batch_size": global_batch, "samples": args.samples,
         "steps_per_epoch": steps_per_epoch, "learning_rate": args.learning_rate,
         "mixed_precision": precision, "jit_compile": args.jit_compile,
@@ -504,6 +527,59 @@ def train(tf, keras, args, report: dict, gpus: list) -> dict:
         "epoch_seconds": timing.epoch_seconds,
         "samples_per_second": samples_per_s,
     }
+
+
+def backup_callback(keras, backup_dir: str):
+    """BackupAndRestore, keeping the previous backup too where Keras can (3.x): a kill
+    while the weights are being written then falls back to the epoch before."""
+    import inspect
+
+    cls = keras.callbacks.BackupAndRestore
+    if "double_checkpoint" in inspect.signature(cls.__init__).parameters:
+        return cls(backup_dir, double_checkpoint=True)
+    return cls(backup_dir)
+
+
+def epoch_log_callback(keras, path: str):
+    """Per-epoch loss/accuracy of the whole run in `path` (atomically rewritten each
+    epoch), so a run resumed from BackupAndRestore reports every epoch, once."""
+
+    class EpochLog(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.epochs: list[dict] = []
+            self.first_batch_loss: float | None = None
+            self.first_epoch: int | None = None
+            try:
+                with open(path) as handle:
+                    saved = json.load(handle)
+                self.epochs, self.first_batch_loss = list(saved["epochs"]), saved.get("first_batch_loss")
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+
+        def on_epoch_begin(self, epoch, logs=None):
+            if self.first_epoch is None:
+                # The backup decides where training restarts; drop what came after it.
+                self.first_epoch = epoch
+                self.epochs = self.epochs[:epoch]
+                if epoch == 0:
+                    self.first_batch_loss = None
+                else:
+                    done = f"epochs 1-{epoch} are" if epoch > 1 else "epoch 1 is"
+                    log(f"resumed from the backup after epoch {epoch} of {self.params.get('epochs')}: "
+                        f"{done} not repeated")
+
+        def on_train_batch_end(self, batch, logs=None):
+            if self.first_batch_loss is None and (logs or {}).get("loss") is not None:
+                self.first_batch_loss = float(logs["loss"])
+
+        def on_epoch_end(self, epoch, logs=None):
+            logs = logs or {}
+            self.epochs.append({"epoch": epoch + 1, "loss": float(logs.get("loss", float("nan"))),
+                                "accuracy": float(logs.get("accuracy", float("nan")))})
+            write_json_atomically({"first_batch_loss": self.first_batch_loss, "epochs": self.epochs}, path)
+
+    return EpochLog()
 
 
 def timing_callback(keras):
@@ -531,6 +607,18 @@ def timing_callback(keras):
                 self.first_batch_loss = float(loss) if loss is not None else None
 
     return Timing()
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    text = str(exc)
+    return getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or \
+        "No space left on device" in text or "Disk quota exceeded" in text
+
+
+def disk_full(exc: BaseException, output_dir: str) -> SmokeFailure:
+    first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+    return SmokeFailure(EXIT_OUTPUT, "disk-full", f"no space left in {output_dir} while writing results ({first})",
+                        "free space on the disk behind the runs directory, or pass --runs-dir on a larger disk")
 
 
 def verdict(training: dict) -> dict:
@@ -591,8 +679,19 @@ def run(args, report: dict) -> int:
         training = (train_multi_worker(tf, keras, args, report, strategy) if strategy is not None
                     else train(tf, keras, args, report, gpus))
     except tf.errors.ResourceExhaustedError as exc:
+        # TensorFlow maps ENOSPC to RESOURCE_EXHAUSTED too (file writes of TensorBoard and
+        # checkpoints): a full disk is not a GPU out of memory.
+        if is_disk_full(exc):
+            raise disk_full(exc, args.output_dir) from None
         raise SmokeFailure(EXIT_OOM, "oom", f"GPU out of memory: {str(exc).splitlines()[0][:200]}",
                            "lower --batch-size (BATCH_SIZE=) or set --memory-limit for the GPU") from None
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full(exc, args.output_dir) from None
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise SmokeFailure(EXIT_OUTPUT, "output-io", f"I/O error in {args.output_dir}: {first}",
+                           "check the mounted runs directory (permissions, free space, a damaged "
+                           "backup/: delete it or use a new --run-id)") from None
     except MemoryError:
         raise SmokeFailure(EXIT_OOM, "oom", "host out of memory",
                            "lower --batch-size / --samples or give the container more memory") from None
@@ -611,7 +710,7 @@ def run(args, report: dict) -> int:
     return EXIT_OK
 
 
-def summary(report: dict) -> None:
+def summary(report: dict, report_written: bool = True) -> None:
     t = report.get("training") or {}
     versions = report.get("versions") or {}
     device = report.get("placement", {}).get("result_device", "?")
@@ -634,7 +733,8 @@ def summary(report: dict) -> None:
     if dist:
         print(f"[smoke]   multi-worker: worker {dist['task_index']} of {dist['workers']}"
               f"{' (chief)' if dist['chief'] else ''}", file=sys.stderr)
-    print(f"[smoke]   report: {os.path.join(worker_dir_or_none(report) or '-', 'report.json')}", file=sys.stderr)
+    where = os.path.join(worker_dir_or_none(report) or "-", "report.json")
+    print(f"[smoke]   report: {where if report_written else 'not written'}", file=sys.stderr)
 
 
 def worker_dir_or_none(report: dict) -> str | None:
@@ -674,12 +774,26 @@ def main(argv: list[str] | None = None) -> int:
                       error={"kind": "interrupted", "message": "the run was interrupted; "
                              "the same --run-id resumes it from the last epoch backup", "fix": ""})
     report["wall_seconds"] = round(time.perf_counter() - started, 3)
-    write_report(report, worker_dir(args, report) if output_ready else None)
-    summary(report)
+    written = write_report(report, worker_dir(args, report) if output_ready else None)
+    if not written:
+        # Training may have passed, but a run whose results are not on disk has not.
+        if report["exit_code"] == EXIT_OK:
+            report.update(status="failed", exit_code=EXIT_OUTPUT)
+        report.setdefault("error", {"kind": "disk-full", "message": "report.json could not be written "
+                                    f"to {args.output_dir} (see the ERROR above)",
+                                    "fix": "free space on the disk behind the runs directory, "
+                                    "or pass --runs-dir on a larger disk"})
+    summary(report, report_written=written and output_ready)
     if args.json:
         print(json.dumps(strict_json(report), indent=2, sort_keys=True, allow_nan=False))
     return report["exit_code"]
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip the interpreter's teardown: native objects (h5py files whose writes failed on a
+    # full disk, TF's thread pools) can crash while being freed at exit, turning a clean
+    # exit code into a segfault (139) after everything that matters is already on disk.
+    os._exit(code)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .errors import EXIT_INTERRUPTED, EXIT_OK, KerasenvError, UsageError
+from .errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, KerasenvError, Terminated, UsageError
 from .matrix import DEFAULT_MATRIX, Matrix, load
 
 
@@ -117,6 +117,27 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("size", help="image sizes, layer attribution, shared bytes, budgets")
     s.add_argument("ids", nargs="*", metavar="ID", help="variants (default: every one built locally)")
     s.add_argument("--check", action="store_true", help="exit 1 when an image exceeds its budget")
+    s.add_argument("--json", type=Path, metavar="FILE",
+                   help="also write the sizes as JSON, e.g. benchmarks/results/sizes.json for the report (- for stdout)")
+
+    s = sub.add_parser("bench", help="training throughput on the CPU and each GPU: JSON results and the report")
+    s.add_argument("id", nargs="?", metavar="ID",
+                   help="variant (default: the default GPU image when this host can give GPUs, else the CPU image)")
+    s.add_argument("--quick", action="store_true", help="a short run: batch sizes 32,256, jit off, short time boxes")
+    s.add_argument("--models", help="conv,mlp (default: both)")
+    s.add_argument("--batch-sizes", help="comma-separated (default 32,128,512,1024; --quick 32,256)")
+    s.add_argument("--jit", help="XLA jit_compile settings, off,on (default both; --quick off)")
+    s.add_argument("--precision", help="auto (default: float32, plus float16 / bfloat16 on GPUs with compute "
+                                       "capability >= 7.0 / 8.0) or a list of off,float16,bfloat16")
+    s.add_argument("--gpus", default="auto", help="auto | all | none | host GPU indexes like 0,1 "
+                                                  "(each GPU is measured on its own; default auto)")
+    s.add_argument("-o", "--output-dir", type=Path, help="benchmark directory: results/ in it, report.md and "
+                                                         "charts/ (default ./benchmarks)")
+    s.add_argument("--timeout", type=float, default=1800, help="give up on a device after this many seconds")
+    s.add_argument("--report-only", action="store_true", help="measure nothing; regenerate the report from results/")
+
+    s = sub.add_parser("bench-report", help="regenerate the benchmark report (report.md, charts/) from results/")
+    s.add_argument("-o", "--output-dir", type=Path, help="benchmark directory (default ./benchmarks)")
 
     s = sub.add_parser("clean", help="remove the project's containers and dangling images")
     s.add_argument("--images", action="store_true", help="also remove every kerasenv:<id> image")
@@ -132,8 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         extra, argv = argv[argv.index("--") + 1:], argv[: argv.index("--")]
     args = _parser().parse_args(argv)
     args.cmd = extra
-    # SIGTERM is handled like Ctrl-C so `finally` blocks clean up (containers, temp files).
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # SIGTERM is handled like Ctrl-C so `finally` blocks clean up (containers, temp files),
+    # and exits 143 as a process killed by SIGTERM would.
+    signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         matrix = load(args.matrix)
         return COMMANDS[args.command](args, matrix) or EXIT_OK
@@ -144,9 +166,17 @@ def main(argv: list[str] | None = None) -> int:
         if exc.details:
             print(exc.details, file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("kerasenv: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print(f"kerasenv: {'terminated (SIGTERM)' if terminated else 'interrupted'}: nothing was left "
+              "running; `make clean` removes leftovers of a CLI that was killed outright", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+
+
+def _raise_terminated(signum, frame):
+    # Only the first SIGTERM interrupts: a second one during clean-up must not cut it short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated()
 
 
 def _cmd_list(args, matrix: Matrix) -> int:
@@ -241,6 +271,9 @@ def _cmd_clean(args, matrix: Matrix) -> int:
         container.remove(force=True)
         print(f"removed container {container.name}")
         removed += 1
+    for network in client.networks.list(filters={"label": label}):  # multi-worker networks
+        network.remove()
+        print(f"removed network {network.name}")
     pruned = client.images.prune(filters={"dangling": True, "label": label})
     for item in pruned.get("ImagesDeleted") or []:
         print(f"removed dangling image {item.get('Deleted') or item.get('Untagged')}")
@@ -279,9 +312,75 @@ def _cmd_size(args, matrix: Matrix) -> int:
             shared = sizes.shared_bytes(measured[a], measured[b])
             if shared > 100e6:
                 print(f"shared by {a} and {b}: {shared / 1e9:.2f} GB")
+    if args.json:
+        _write_sizes_json(args.json, variants, measured)
     if args.check and over:
         raise KerasenvError("over budget: " + ", ".join(
             f"{v.id} {measured[v.id].total / 1e9:.2f} GB > {v.size_budget_mb / 1000:.2f} GB" for v in over))
+    return 0
+
+
+def _write_sizes_json(path: Path, variants, measured) -> None:
+    from . import bench, bench_report, sizes
+
+    ids = list(measured)
+    shared = [(a, b, sizes.shared_bytes(measured[a], measured[b])) for i, a in enumerate(ids) for b in ids[i + 1:]]
+    doc = bench_report.sizes_document(variants, measured, [s for s in shared if s[2] > 100e6])
+    if str(path) == "-":
+        print(json.dumps(doc, indent=2))
+    else:
+        bench.write_json(path, doc)
+        print(f"wrote {path}", file=sys.stderr)
+
+
+def _cmd_bench(args, matrix: Matrix) -> int:
+    import time
+
+    from . import bench, bench_report, docker_client, doctor
+
+    if args.report_only:
+        return _cmd_bench_report(args, matrix)
+    # Every input is checked before Docker is asked anything.
+    settings = bench.settings_from(models=args.models, batch_sizes=args.batch_sizes, jit=args.jit,
+                                   precision=args.precision, quick=args.quick)
+    gpus = bench.parse_gpus(args.gpus)
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    v = matrix.get(args.id) if args.id else None
+    root = args.output_dir or bench.BENCH_ROOT
+    client = docker_client.client()
+    host_gpus = doctor.probe_nvidia()
+    docker_gpus = bench.docker_can_give_gpus(client)
+    if v is None:
+        can_gpu = gpus != "none" and host_gpus.present and not host_gpus.error and bool(host_gpus.gpus) and docker_gpus
+        can_gpu = can_gpu or gpus not in ("auto", "none")  # GPUs asked for: a GPU image, or the reason there is none
+        v = matrix.get(matrix.default_gpu if can_gpu else matrix.default_cpu)
+        print(f"kerasenv: benchmarking {v.image_ref}", file=sys.stderr)
+    devices = bench.plan_devices(v, gpus, host_gpus, docker_gpus, say=lambda m: print(m, file=sys.stderr))
+    host = bench.host_info(client, host_gpus)
+    started = time.perf_counter()
+    runs = [bench.run_device(client, v, d, settings, root, host=host, timeout=args.timeout) for d in devices]
+    wall = time.perf_counter() - started
+    for run in runs:
+        for line in bench.summary_lines(run.document):
+            print(line)
+    written = bench_report.generate(root)
+    print(f"kerasenv: bench wall time {wall:.0f} s; report {written['report']} "
+          f"({len(written) - 1} chart(s) in {written['report'].parent / 'charts'})", file=sys.stderr)
+    return 0
+
+
+def _cmd_bench_report(args, matrix: Matrix) -> int:
+    from . import bench, bench_report
+
+    root = args.output_dir or bench.BENCH_ROOT
+    if not (root / "results").is_dir():
+        raise UsageError(f"{root / 'results'} does not exist: run `kerasenv bench` first (or pass -o DIR)")
+    written = bench_report.generate(root)
+    print(f"wrote {written['report']}")
+    for name, path in written.items():
+        if name != "report":
+            print(f"wrote {path}")
     return 0
 
 
@@ -393,8 +492,13 @@ def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
 
     from . import build, docker_client, gpu_request, runner
 
+    if args.id != "auto":
+        matrix.get(args.id)  # an unknown id fails before Docker is asked anything
     gpu_request.parse(None if args.gpus == "auto" else args.gpus)  # reject bad specs before Docker
     runner.parse_shm(args.shm_size)
+    if args.memory:
+        runner.parse_memory(args.memory)
+    runner.prepare_runs_dir(args.runs_dir, args.user or runner.default_user())  # before Docker, too
     client = docker_client.client()
     v, spec = _resolve_run_variant(args, matrix, client)
     if args.build_missing and not client.images.list(name=v.image_ref):
@@ -420,12 +524,17 @@ def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
             cmd = script
     result = runner.run(client, v, cmd, gpus=gpus, shm_size=args.shm_size, runs_dir=args.runs_dir,
                         user=args.user, env=env, memory=args.memory, kind="smoke" if smoke else "run",
-                        network="none" if smoke else None)
+                        network="none" if smoke else None,
+                        stdout=None if smoke else sys.stdout)  # `run`: the command's stdout is ours
     if result.oom_killed:
-        limit = f"{result.memory_limit / 2**30:.1f} GiB" if result.memory_limit else "host memory"
+        limit = _format_limit(result.memory_limit) if result.memory_limit else "host memory"
         print(f"kerasenv: error: the container was OOM-killed (limit {limit}): lower BATCH_SIZE or "
               "raise --memory", file=sys.stderr)
-        return 5
+        return EXIT_OOM
+    if result.exit_code == 137:
+        resume = f" --run-id {run_id}" if run_id else ""
+        print("kerasenv: error: the container was killed (SIGKILL, e.g. `docker kill`), not by the OOM killer: "
+              f"rerun the same command{resume} to resume from the last epoch backup", file=sys.stderr)
     if run_id:
         report = Path(args.runs_dir) / run_id / "report.json"
         if getattr(args, "json", False) and report.exists():
@@ -433,6 +542,17 @@ def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
         print(f"kerasenv: report {report}" if report.exists() else
               f"kerasenv: no report was written ({report})", file=sys.stderr)
     return result.exit_code
+
+
+EXIT_OOM = 5  # the smoke script's code for out of memory, used for a container the kernel OOM-killed too
+
+
+def _format_limit(nbytes: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20)):
+        if nbytes >= size:
+            value = nbytes / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{nbytes} bytes"
 
 
 def _cmd_multiworker(args, matrix: Matrix) -> int:
@@ -522,5 +642,7 @@ COMMANDS = {
     "sbom": _cmd_sbom,
     "matrix": _cmd_matrix,
     "size": _cmd_size,
+    "bench": _cmd_bench,
+    "bench-report": _cmd_bench_report,
     "clean": _cmd_clean,
 }

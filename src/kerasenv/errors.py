@@ -6,7 +6,8 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILURE = 1  # the operation ran and failed (e.g. a build step failed)
 EXIT_USAGE = 2  # bad input or an unusable host: nothing was attempted
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C)
+EXIT_TERMINATED = 143  # SIGTERM (docker stop, kill, a CI runner's timeout)
 
 
 class KerasenvError(Exception):
@@ -34,3 +35,7 @@ class DockerUnavailable(UsageError):
 
 class BuildFailed(KerasenvError):
     """docker build failed; details carry the failing step and its last lines."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the CLI is so `finally` blocks clean up as for Ctrl-C."""

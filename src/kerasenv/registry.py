@@ -1,15 +1,38 @@
-"""Push and pull variant images with the docker SDK, with progress and a stale-tag check."""
+"""Push and pull variant images with the docker SDK, with progress, a stale-tag check and
+retries of transient registry errors.
+
+Retry policy: a whole push (of one tag) or pull is tried again when the Docker daemon
+reports a transient registry failure (HTTP 5xx, connection refused/reset, EOF, timeouts),
+at most KERASENV_REGISTRY_ATTEMPTS times in all (default 4), waiting
+KERASENV_REGISTRY_BACKOFF_S (default 2) seconds, then twice as long each time (2, 4, 8 s;
+at most 60 s). Each retry prints one line. Anything else (denied, unauthorized, not found,
+rate-limited, TLS/DNS setup) fails at once with the fix. The daemon already retries single
+layer uploads/downloads a few times itself; this wraps the whole operation, which is cheap
+to repeat since layers the registry already has are skipped.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
 
 from . import labels as labels_mod
 from . import tags as tags_mod
 from .errors import KerasenvError, UsageError
 from .matrix import Matrix, Variant
+
+ATTEMPTS_ENV = "KERASENV_REGISTRY_ATTEMPTS"
+BACKOFF_ENV = "KERASENV_REGISTRY_BACKOFF_S"
+DEFAULT_ATTEMPTS = 4
+DEFAULT_BACKOFF_S = 2.0
+MAX_ATTEMPTS = 20
+MAX_DELAY_S = 60.0
+
+_sleep = time.sleep  # replaced by the unit tests
 
 
 @dataclass
@@ -23,13 +46,199 @@ class Transfer:
     stale: dict[str, tuple[str, str | None]] = field(default_factory=dict)
 
 
+# --- classifying the daemon's error text ------------------------------------------------
+#
+# The daemon reports a registry failure as text only: the `error` of a push/pull progress
+# event, or the explanation of the API error when it fails before any progress. The texts
+# below are what moby (dockerd) and the distribution client it uses produce:
+#
+# - "received unexpected HTTP status: 502 Bad Gateway" (older daemons: "Received ..."):
+#   distribution/distribution registry/client/errors.go, UnexpectedHTTPStatusError,
+#   returned for every status outside 200-499 (HandleErrorResponse); seen in
+#   goharbor/harbor#16653 (push, 502), docker/hub-feedback#1761 (push, 500),
+#   moby/moby#17506 (push, 500), guix77/phpcs-drupal-action#3 (pull, 502).
+# - "unavailable: service unavailable" / "unknown: unknown error": the errcode texts of a
+#   JSON error body (distribution registry/api/errcode/register.go: UNAVAILABLE is 503,
+#   UNKNOWN 500).
+# - Go net errors, wrapped by net/url as `Get "http://R/v2/": <err>`:
+#   "dial tcp 1.2.3.4:443: connect: connection refused" (ocurrent/ocluster#246),
+#   "read tcp ...: read: connection reset by peer" (Azure/iotedgedev#359,
+#   distribution/distribution#785, nanobox-io/nanobox#252), "EOF" / "unexpected EOF"
+#   (moby/moby#28596, distribution/distribution#1568, goharbor/harbor#20405),
+#   "net/http: TLS handshake timeout" (docker/hub-feedback#1195, docker/for-win#437),
+#   "net/http: request canceled while waiting for connection (Client.Timeout exceeded
+#   while awaiting headers)" (docker/for-win#5983, exadel-inc/CompreFace#1277),
+#   "dial tcp 52.85.151.90:443: i/o timeout" (docker/for-linux#3,
+#   docker-archive-public/docker.kitematic#2194).
+# - Seen here from dockerd 20.10.24 through tests/integration/fault_proxy.py:
+#   push: "received unexpected HTTP status: 503 Service Unavailable" (an error event);
+#   pull: `Head "http://127.0.0.1:P/v2/kerasenv/manifests/T": read tcp ...: read:
+#   connection reset by peer` (the API error, before any progress); registry down behind
+#   the proxy: `Get "http://127.0.0.1:P/v2/": read tcp ...: connection reset by peer`.
+# - Not transient, and not retried by dockerd either (moby distribution/errors.go,
+#   retryOnError: UNAUTHORIZED, DENIED, TOOMANYREQUESTS, NAME_UNKNOWN are DoNotRetry):
+#   "unauthorized: authentication required", "denied: requested access to the resource is
+#   denied", "toomanyrequests: ..." (errcode/register.go), "manifest unknown",
+#   "name unknown: repository name not known to registry" (registry/api/v2), and the pull
+#   translations of moby distribution/errors.go, TranslatePullError: "pull access denied
+#   for X, repository does not exist or may require 'docker login'", "manifest for X not
+#   found: manifest unknown: manifest unknown" (also seen here), "repository X not found";
+#   Docker Hub's "toomanyrequests: You have reached your pull rate limit. ..."
+#   (docker/hub-feedback#2429).
+
+TRANSIENT = "transient"
+
+
+class Failure(NamedTuple):
+    kind: str  # "transient", "auth", "not_found", "rate_limit", "plain_http", "tls", "dns", "other"
+    cause: str  # short, for the retry line: "502 Bad Gateway", "connection reset", ...
+
+
+_PERMANENT: tuple[tuple[str, re.Pattern], ...] = tuple((kind, re.compile(rx, re.I)) for kind, rx in (
+    # Status codes only as "429 Too Many Requests", "401 Unauthorized", "403 Forbidden",
+    # "404 Not Found": a bare number could be a port in `dial tcp 127.0.0.1:NNN`.
+    ("rate_limit", r"toomanyrequests|too many requests|rate limit"),
+    ("auth", r"unauthorized|authentication required|\bdenied\b|forbidden|docker login|insufficient_scope"
+             r"|no basic auth credentials"),
+    ("not_found", r"manifest unknown|name unknown|not known to registry|\bnot found\b"),
+    ("plain_http", r"server gave HTTP response to HTTPS client"),
+    ("tls", r"x509:|certificate"),
+    ("dns", r"no such host|server misbehaving"),
+))
+
+_TRANSIENT: tuple[tuple[re.Pattern, str | None], ...] = tuple((re.compile(rx, re.I), cause) for rx, cause in (
+    # cause: the status as the server sent it, "502 Bad Gateway", nginx's "504 Gateway Time-out"
+    (r"unexpected HTTP status: (5\d\d(?: [A-Za-z][A-Za-z -]*[A-Za-z])?)", None),
+    (r"unavailable: service unavailable", "503 service unavailable"),
+    (r"unknown: unknown error", "500 unknown error"),
+    (r"connection refused", "connection refused"),
+    (r"connection reset", "connection reset"),
+    (r"broken pipe", "broken pipe"),  # Go's syscall.EPIPE text: the registry closed mid-upload
+    (r"TLS handshake timeout", "TLS handshake timeout"),
+    (r"i/o timeout", "i/o timeout"),
+    (r"request canceled", "request canceled (timeout)"),
+    (r"Client\.Timeout exceeded", "request canceled (timeout)"),
+    (r"server closed idle connection", "connection closed"),
+    (r"\bunexpected EOF\b", "unexpected EOF"),
+    (r"(?:^|[\s:])EOF\s*$", "EOF"),
+))
+
+
+def classify(message: str) -> Failure:
+    """What kind of registry failure the daemon's error text names."""
+    for kind, rx in _PERMANENT:
+        if rx.search(message):
+            return Failure(kind, kind.replace("_", " "))
+    for rx, cause in _TRANSIENT:
+        m = rx.search(message)
+        if m:
+            return Failure(TRANSIENT, cause or m.group(1))
+    return Failure("other", "error")
+
+
+# --- the retry policy ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = DEFAULT_ATTEMPTS
+    backoff_s: float = DEFAULT_BACKOFF_S
+
+    def delay(self, failed_attempt: int) -> float:
+        """Seconds to wait after attempt `failed_attempt` (1-based) failed: 2, 4, 8, ..."""
+        return min(self.backoff_s * 2 ** (failed_attempt - 1), MAX_DELAY_S)
+
+    @classmethod
+    def from_env(cls, environ=None) -> "RetryPolicy":
+        environ = os.environ if environ is None else environ
+        raw_attempts = environ.get(ATTEMPTS_ENV, "").strip()
+        raw_backoff = environ.get(BACKOFF_ENV, "").strip()
+        try:
+            attempts = int(raw_attempts) if raw_attempts else DEFAULT_ATTEMPTS
+            if not 1 <= attempts <= MAX_ATTEMPTS:
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"{ATTEMPTS_ENV}={raw_attempts!r} is not a whole number from 1 to {MAX_ATTEMPTS}: "
+                             f"set it to e.g. {DEFAULT_ATTEMPTS}, or unset it") from None
+        try:
+            backoff = float(raw_backoff) if raw_backoff else DEFAULT_BACKOFF_S
+            if not 0 <= backoff <= MAX_DELAY_S:
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"{BACKOFF_ENV}={raw_backoff!r} is not a number of seconds from 0 to "
+                             f"{MAX_DELAY_S:g}: set it to e.g. {DEFAULT_BACKOFF_S:g}, or unset it") from None
+        return cls(attempts, backoff)
+
+
+class _RegistryFailure(Exception):
+    """The daemon reported a failed push/pull; `detail` is its full error text."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return (lines[0] if lines else "unknown error")[:limit]
+
+
+def _fix(failure: Failure, action: str, registry: str, ref: str, variant_id: str) -> str:
+    login = f"`docker login {registry}`" if registry else "`docker login`"
+    where = registry or "Docker Hub"
+    if failure.kind == "auth":
+        return (f"log in with {login} as a user allowed to {action} {ref.rsplit(':', 1)[0]}; "
+                f"not retried, it is not a transient error")
+    if failure.kind == "not_found":
+        if action == "pull":
+            return (f"the tag is not in the registry: push it first (`kerasenv push {variant_id} --registry "
+                    f"{registry or 'R'}`) or check the registry and the variant id (`kerasenv list`)")
+        return f"check the registry name ({where}) and that the repository may be created there"
+    if failure.kind == "rate_limit":
+        return f"{where} is rate-limiting you: wait and run it again later, or {login} for a higher limit"
+    if failure.kind == "plain_http":
+        return (f"{where} speaks plain HTTP: add it to \"insecure-registries\" in /etc/docker/daemon.json "
+                f"(and restart dockerd) or serve it with TLS")
+    if failure.kind == "tls":
+        return f"the daemon does not trust {where}'s certificate: put its CA in /etc/docker/certs.d/{where}/ca.crt"
+    if failure.kind == "dns":
+        return f"{where} does not resolve from the Docker daemon: check --registry and the host's DNS"
+    return f"not a known transient error, so not retried: check {where} and the daemon log (`journalctl -u docker`)"
+
+
+def _with_retries(run: Callable[[], tuple], *, what: str, action: str, registry: str, ref: str,
+                  variant_id: str, say, policy: RetryPolicy | None = None):
+    """Call run() until it succeeds, retrying transient registry failures with backoff."""
+    policy = policy or RetryPolicy.from_env()
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return run()
+        except _RegistryFailure as exc:
+            detail = exc.detail
+        failure = classify(detail)
+        if failure.kind != TRANSIENT:
+            raise KerasenvError(f"{what} failed: {_one_line(detail)}; "
+                                f"{_fix(failure, action, registry, ref, variant_id)}")
+        if attempt == policy.attempts:
+            break
+        delay = policy.delay(attempt)
+        say(f"kerasenv: {what} failed ({failure.cause}); retrying in {delay:g} s "
+            f"(attempt {attempt + 1} of {policy.attempts})")
+        _sleep(delay)
+    where = registry or "Docker Hub"
+    raise KerasenvError(
+        f"{what} failed {policy.attempts} time{'s' if policy.attempts > 1 else ''}, last with "
+        f"{failure.cause}: {_one_line(detail, 200)}; the registry {where} is down, failing or unreachable "
+        f"from the Docker daemon: check it is up, then run "
+        f"`kerasenv {action} {variant_id} --registry {registry or 'R'}` again (layers already there are "
+        f"skipped; {ATTEMPTS_ENV}/{BACKOFF_ENV} set the retries)")
+
+
 def _stream(events, say, what: str) -> tuple[str | None, int, int]:
     """Follow push/pull progress; return (digest, layers transferred, layers already there)."""
     digest, sent, skipped, last = None, 0, 0, 0.0
     for event in events:
         if "error" in event:
-            detail = event.get("errorDetail", {}).get("message") or event["error"]
-            raise KerasenvError(f"{what} failed: {detail.strip().splitlines()[0][:300]}")
+            raise _RegistryFailure(event.get("errorDetail", {}).get("message") or event["error"])
         status = event.get("status", "")
         if status in ("Pushed", "Pull complete"):
             sent += 1
@@ -46,9 +255,20 @@ def _stream(events, say, what: str) -> tuple[str | None, int, int]:
     return digest, sent, skipped
 
 
-def push(client, matrix: Matrix, v: Variant, registry: str, say=lambda m: print(m, file=sys.stderr)) -> Transfer:
-    from docker.errors import APIError, ImageNotFound
+def _transfer(start, say, what: str):
+    """Start a daemon push/pull and follow it; API errors become _RegistryFailure too."""
+    from docker.errors import APIError
 
+    try:
+        return _stream(start(), say, what)
+    except APIError as exc:
+        raise _RegistryFailure(str(exc.explanation or exc)) from None
+
+
+def push(client, matrix: Matrix, v: Variant, registry: str, say=lambda m: print(m, file=sys.stderr)) -> Transfer:
+    from docker.errors import ImageNotFound
+
+    policy = RetryPolicy.from_env()
     try:
         image = client.images.get(v.image_ref)
     except ImageNotFound:
@@ -58,10 +278,12 @@ def push(client, matrix: Matrix, v: Variant, registry: str, say=lambda m: print(
     digest, sent, skipped = None, 0, 0
     for tag in tags_mod.tags(matrix, v):
         image.tag(repo, tag)
-        try:
-            d, s, k = _stream(client.images.push(repo, tag=tag, stream=True, decode=True), say, f"push {repo}:{tag}")
-        except APIError as exc:
-            raise KerasenvError(f"push to {registry} failed: {exc.explanation or exc}") from None
+        what = f"push {repo}:{tag}"
+        d, s, k = _with_retries(
+            lambda tag=tag, what=what: _transfer(
+                lambda: client.images.push(repo, tag=tag, stream=True, decode=True), say, what),
+            what=what, action="push", registry=registry, ref=f"{repo}:{tag}", variant_id=v.id,
+            say=say, policy=policy)
         digest = digest or d
         sent, skipped = sent + s, skipped + k
     say(f"pushed {repo}:{v.id} ({', '.join(tags_mod.tags(matrix, v)[1:])}) digest {digest}")
@@ -75,15 +297,14 @@ def stale_labels(matrix: Matrix, v: Variant, got: dict[str, str]) -> dict[str, t
 
 
 def pull(client, matrix: Matrix, v: Variant, registry: str, say=lambda m: print(m, file=sys.stderr)) -> Transfer:
-    from docker.errors import APIError
-
+    policy = RetryPolicy.from_env()
     repo = tags_mod.repository(registry)
     started = time.monotonic()
-    try:
-        digest, sent, skipped = _stream(client.api.pull(repo, tag=v.id, stream=True, decode=True), say,
-                                        f"pull {repo}:{v.id}")
-    except APIError as exc:
-        raise KerasenvError(f"pull of {repo}:{v.id} failed: {exc.explanation or exc}") from None
+    what = f"pull {repo}:{v.id}"
+    digest, sent, skipped = _with_retries(
+        lambda: _transfer(lambda: client.api.pull(repo, tag=v.id, stream=True, decode=True), say, what),
+        what=what, action="pull", registry=registry, ref=f"{repo}:{v.id}", variant_id=v.id,
+        say=say, policy=policy)
     image = client.images.get(f"{repo}:{v.id}")
     image.tag("kerasenv", v.id)  # the local name the rest of the tooling uses
     stale = stale_labels(matrix, v, image.labels or {})

@@ -46,6 +46,15 @@ def parse_shm(value: str) -> str:
     return value
 
 
+def parse_memory(value: str) -> str:
+    if not re.fullmatch(r"[0-9]+[bkmgBKMG]?", value or ""):
+        raise UsageError(f"--memory {value!r} is not a size like 4g or 512m")
+    number, unit = re.fullmatch(r"([0-9]+)([bkmgBKMG]?)", value).groups()
+    if int(number) * {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit.lower()] < 6 * 2**20:
+        raise UsageError(f"--memory {value}: Docker's minimum is 6m")
+    return value
+
+
 def default_user() -> str:
     return f"{os.getuid()}:{os.getgid()}"
 
@@ -58,12 +67,13 @@ def prepare_runs_dir(runs_dir: Path, user: str) -> Path:
         uid, gid = (int(x) for x in user.split(":"))
         if os.geteuid() == 0 and (runs_dir.stat().st_uid, runs_dir.stat().st_gid) != (uid, gid):
             os.chown(runs_dir, uid, gid)
-    except PermissionError:
-        raise UsageError(f"cannot create {runs_dir}: pass --runs-dir with a directory you own") from None
+    except OSError as exc:  # permission denied, a file in the way, a read-only file system, ...
+        raise UsageError(f"cannot create the runs directory {runs_dir} ({exc.strerror}): "
+                         "pass --runs-dir with a directory you own") from None
     except ValueError:
         raise UsageError(f"--user {user!r} must be numeric UID:GID") from None
     if not os.access(runs_dir, os.W_OK):
-        raise UsageError(f"{runs_dir} is not writable: pass --runs-dir with a directory you own")
+        raise UsageError(f"the runs directory {runs_dir} is not writable: pass --runs-dir with a directory you own")
     return runs_dir
 
 
@@ -93,7 +103,9 @@ def run(client, v: Variant, command: list[str] | None, *, gpus: str | None, shm_
     if network:
         kwargs["network_mode"] = network
     if memory:
-        kwargs["mem_limit"] = memory
+        # Swap equal to the limit means no swap: the container is OOM-killed at the limit
+        # instead of crawling on swap (Docker's default allows as much swap again).
+        kwargs["mem_limit"] = kwargs["memswap_limit"] = parse_memory(memory)
     container = None
     try:
         try:

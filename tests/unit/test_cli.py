@@ -106,3 +106,26 @@ def test_generate_check_passes_on_the_repo():
 def test_informational_commands_succeed(args):
     proc = kerasenv(*args)
     assert proc.returncode == 0 and proc.stdout and not proc.stderr
+
+
+def test_smoke_unknown_variant_lists_valid_ids(real_matrix, tmp_path):
+    line = usage_error("smoke", "tf9.9-cpu", "--runs-dir", str(tmp_path))
+    assert "tf9.9-cpu" in line and all(i in line for i in real_matrix.ids)
+
+
+def test_smoke_without_docker_daemon_says_so(tmp_path):
+    line = usage_error("smoke", "tf2.21-cpu", "--runs-dir", str(tmp_path))
+    assert "Docker daemon" in line and NO_DOCKER in line
+
+
+def test_runs_dir_that_cannot_be_created_is_named_before_docker(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    line = usage_error("smoke", "tf2.21-cpu", "--runs-dir", str(blocker / "runs"))
+    assert str(blocker / "runs") in line and "--runs-dir" in line and "Docker" not in line
+
+
+@pytest.mark.parametrize("memory", ["lots", "4x", "1k"])
+def test_memory_limit_docker_would_reject_is_a_usage_error(memory, tmp_path):
+    line = usage_error("smoke", "tf2.21-cpu", "--memory", memory, "--runs-dir", str(tmp_path))
+    assert "--memory" in line and memory in line and "Docker daemon" not in line

@@ -1,0 +1,252 @@
+"""Faults with real containers and real signals: a killed training resumes, an interrupted
+CLI leaves nothing behind, out-of-memory and a full disk are named, concurrent runs do not
+collide. docs/reliability.md lists each case with the test that proves it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kerasenv import docker_client
+
+from .conftest import REPO, TEST_LABEL, kerasenv
+
+SMOKE = "/opt/kerasenv/smoke_train.py"
+
+
+def start_cli(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "kerasenv", *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def containers_of(docker, proc: subprocess.Popen, **filters) -> list:
+    return docker.containers.list(all=True, filters={"label": f"io.kerasenv.cli-pid={proc.pid}", **filters})
+
+
+def wait_for(condition, proc: subprocess.Popen | None, what: str, timeout: float = 180):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the CLI exited {proc.returncode} before {what}:\n{proc.stderr.read()[-3000:]}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("kerasenv: error:")]
+
+
+# --- 1. a killed training resumes ----------------------------------------------------------
+
+def test_training_killed_after_an_epoch_resumes_without_repeating_epochs(built_images, docker, matrix, tmp_path):
+    runs, run_id = tmp_path / "runs", "resume-" + uuid.uuid4().hex[:6]
+    command = ("smoke", matrix.default_cpu, "--runs-dir", str(runs), "--run-id", run_id,
+               "--epochs", "6")
+    extra = ("--", "--samples", "4096")  # 64 steps an epoch: time to kill it between epochs
+    first = start_cli(*command, *extra)
+    try:
+        # The backup's metadata is written after its weights: once it exists, epoch 1 is saved.
+        wait_for(lambda: (runs / run_id / "backup" / "training_metadata.json").exists(), first,
+                 "the first epoch backup")
+        (container,) = containers_of(docker, first, status="running")
+        container.kill()  # `docker kill`: SIGKILL, no chance to write a report
+        _, stderr = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 137, stderr[-2000:]
+    assert any("was killed (SIGKILL" in line and f"--run-id {run_id}" in line for line in error_lines(stderr))
+    assert not (runs / run_id / "report.json").exists()
+    assert containers_of(docker, first) == []
+
+    second = kerasenv(*command, "--json", *extra, check=False, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    report = json.loads(second.stdout)
+    training = report["training"]
+    assert training["resumed"] is True and training["resumed_from_epoch"] >= 1
+    assert training["epochs_run"] == 6 - training["resumed_from_epoch"]  # done epochs are not repeated
+    assert len(training["loss_per_epoch"]) == 6  # the report covers the whole run, once
+    assert report["status"] == "ok" and report["verdict"]["learned"] is True
+    assert f"resumed from the backup after epoch {training['resumed_from_epoch']} of 6" in second.stderr
+
+
+# --- 2. signals to the CLI -------------------------------------------------------------------
+
+@pytest.mark.parametrize("command, signum, code", [
+    ("smoke", signal.SIGTERM, 143),
+    ("run", signal.SIGINT, 130),
+    ("run", signal.SIGTERM, 143),
+])
+def test_signal_to_the_cli_removes_its_container_and_a_second_run_works(
+        built_images, docker, matrix, tmp_path, command, signum, code):
+    extra = ("--epochs", "200") if command == "smoke" else ("--", "sleep", "600")
+    proc = start_cli(command, matrix.default_cpu, "--runs-dir", str(tmp_path / "runs"), *extra)
+    try:
+        wait_for(lambda: containers_of(docker, proc, status="running"), proc, "the container to start")
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert containers_of(docker, proc) == []
+    again = kerasenv("run", matrix.default_cpu, "--runs-dir", str(tmp_path / "runs"), "--",
+                     "python", "-c", "print('second run')", check=False, timeout=120)
+    assert again.returncode == 0 and "second run" in again.stdout, again.stderr[-2000:]
+
+
+def test_make_clean_removes_the_container_of_a_cli_killed_outright(built_images, docker, matrix, tmp_path):
+    proc = start_cli("run", matrix.default_cpu, "--runs-dir", str(tmp_path / "runs"), "--", "sleep", "600")
+    try:
+        (container,) = wait_for(lambda: containers_of(docker, proc, status="running"), proc,
+                                "the container to start")
+    finally:
+        proc.kill()  # SIGKILL: the CLI gets no chance to clean up
+        proc.communicate(timeout=30)
+    assert containers_of(docker, proc), "the container should outlive a CLI killed with SIGKILL"
+    network = docker.networks.create(f"kerasenv-test-{uuid.uuid4().hex[:8]}",
+                                     labels={docker_client.PROJECT_LABEL: "kerasenv"})  # as multiworker makes
+    clean = subprocess.run(["make", "--no-print-directory", "clean"], cwd=REPO, capture_output=True,
+                           text=True, timeout=300)
+    assert clean.returncode == 0, clean.stderr
+    assert f"removed container {container.name}" in clean.stdout
+    assert f"removed network {network.name}" in clean.stdout
+    assert containers_of(docker, proc) == []
+
+
+def test_interrupted_build_leaves_the_previous_image_tagged_and_no_container(docker, tmp_path):
+    """The tag moves only when a build completes: Ctrl-C halfway keeps the last complete image."""
+    images = tmp_path / "images"
+    subprocess.run(["cp", "-r", str(REPO / "images"), str(images)], check=True)
+    marker = uuid.uuid4().hex  # a fresh first step, so the sleep step is never a cache hit
+    (images / "tf2.21-cpu" / "Dockerfile").write_text(
+        "ARG BASE_IMAGE=debian:bookworm-slim\nFROM ${BASE_IMAGE}\n"
+        f'RUN echo "kerasenv-test {marker}" > /marker\n'
+        'RUN echo "kerasenv-test: sleeping" && sleep 300\n')
+    before = docker.images.get("kerasenv:tf2.21-cpu").id
+    proc = start_cli("--matrix", str(images / "matrix.toml"), "build", "tf2.21-cpu", "--no-ca-cert")
+
+    def sleeping_step():
+        return [c for c in docker.containers.list() if "kerasenv-test: sleeping" in " ".join(
+            c.attrs["Config"].get("Cmd") or [])]
+
+    try:
+        wait_for(sleeping_step, proc, "the build's sleep step", timeout=120)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr[-2000:]
+    assert docker.images.get("kerasenv:tf2.21-cpu").id == before
+    # The daemon cancels the build when the client goes and removes the step's container.
+    wait_for(lambda: not sleeping_step(), None, "the build container to be removed", timeout=60)
+
+
+# --- 3. out of memory ---------------------------------------------------------------------------
+
+def test_container_oom_killed_under_memory_limit_is_named_with_its_limit(built_images, matrix, tmp_path):
+    proc = kerasenv("smoke", matrix.default_cpu, "--runs-dir", str(tmp_path / "runs"), "--memory", "256m",
+                    check=False, timeout=300)
+    assert proc.returncode == 5, proc.stderr[-2000:]
+    (line,) = error_lines(proc.stderr)
+    assert "OOM-killed (limit 256 MiB)" in line and "--memory" in line
+
+
+def test_resource_exhausted_maps_to_exit_5_with_the_advice(built_images, container, matrix):
+    """TensorFlow's ResourceExhaustedError (what a GPU out of memory raises) from a real
+    allocation too big for the allocator, inside the real image."""
+    code = (
+        "import sys; sys.path.insert(0, '/opt/kerasenv'); import smoke_train as s\n"
+        "def train(tf, keras, args, report, gpus):\n"
+        "    return tf.zeros([2**22, 2**22], tf.float32).numpy()\n"  # 64 TiB
+        "s.train = train\n"
+        "sys.exit(s.main(['--run-id', 'oom', '--output-dir', '/tmp/oom']))\n")
+    status, _, err = container(matrix.get(matrix.default_cpu).image_ref).run(["python", "-c", code])
+    assert status == 5, err[-2000:]
+    assert "[smoke] FAILED (exit 5)" in err
+    assert "out of memory" in err and "fix: lower --batch-size" in err
+
+
+# --- 4. a full disk ----------------------------------------------------------------------------
+
+LIST_AFTER = "; code=$?; echo LISTING; ls -A {dir}; exit $code"
+
+
+def test_full_disk_during_training_fails_with_exit_6_and_leaves_no_report(built_images, container, matrix):
+    """A 64 KiB tmpfs as the runs directory: the backup fills it during the first epoch."""
+    image = matrix.get(matrix.default_cpu).image_ref
+    status, out, err = container(image).run(
+        ["sh", "-c", f"python {SMOKE} --run-id full --epochs 2" + LIST_AFTER.format(dir="/workspace/runs/full")],
+        tmpfs={"/workspace/runs": "size=64k,uid=1000,gid=1000"})
+    assert status == 6, err[-3000:]
+    assert "[smoke] FAILED (exit 6)" in err and "no space left in /workspace/runs/full" in err
+    assert "report: not written" in err
+    left = out.split("LISTING", 1)[1].split()
+    assert "report.json" not in left and not [name for name in left if name.startswith(".tmp-")]
+
+
+def test_report_write_on_a_full_disk_leaves_neither_report_nor_temp_file(built_images, container, matrix):
+    """The report itself is what does not fit: an old report.json survives whole."""
+    code = (
+        "import json, os, sys; sys.path.insert(0, '/opt/kerasenv'); import smoke_train as s\n"
+        "d = '/workspace/runs/r'; os.makedirs(d)\n"
+        "assert s.write_report({'status': 'old'}, d)\n"
+        "with open(d + '/filler', 'wb') as f:\n"
+        "    try:\n"
+        "        f.write(b'x' * 10**6)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "ok = s.write_report({'status': 'new', 'big': 'y' * 200000}, d)\n"
+        "print(json.dumps({'ok': ok, 'files': sorted(os.listdir(d)), 'report': json.load(open(d + '/report.json'))}))\n")
+    result = container(matrix.get(matrix.default_cpu).image_ref).python_json(
+        code, tmpfs={"/workspace/runs": "size=128k,uid=1000,gid=1000"})
+    assert result["ok"] is False
+    assert result["files"] == ["filler", "report.json"]  # no .tmp-*.json left behind
+    assert result["report"] == {"status": "old"}
+
+
+# --- 5. concurrency --------------------------------------------------------------------------
+
+def test_two_smoke_runs_of_one_variant_at_once_do_not_collide(built_images, docker, matrix, tmp_path):
+    runs = tmp_path / "runs"
+    procs = [start_cli("smoke", matrix.default_cpu, "--runs-dir", str(runs), "--json") for _ in range(2)]
+    try:
+        names = wait_for(lambda: [c.name for p in procs for c in containers_of(docker, p)]
+                         if all(containers_of(docker, p) for p in procs) else None, None,
+                         "both containers", timeout=120)
+        outputs = [p.communicate(timeout=600) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert len(set(names)) == 2
+    assert [p.returncode for p in procs] == [0, 0], [err[-1500:] for _, err in outputs]
+    reports = [json.loads(out) for out, _ in outputs]
+    assert len({r["run_id"] for r in reports}) == 2
+    assert sorted(p.name for p in runs.iterdir()) == sorted(r["run_id"] for r in reports)
+    assert all((runs / r["run_id"] / "report.json").exists() for r in reports)
+
+
+def test_no_container_of_these_tests_is_left(docker):
+    left = docker.containers.list(all=True, filters={"label": docker_client.PROJECT_LABEL})
+    assert [c.name for c in left if TEST_LABEL in c.labels or "io.kerasenv.cli-pid" in c.labels] == []
+
+
+def test_unwritable_output_directory_in_the_container_exits_2_with_the_fix(built_images, container, matrix):
+    status, _, err = container(matrix.get(matrix.default_cpu).image_ref).run(
+        ["python", SMOKE, "--run-id", "ro"], tmpfs={"/workspace/runs": "ro"})
+    assert status == 2, err[-2000:]
+    assert "output directory /workspace/runs/ro is not writable" in err
+    assert "fix: mount a directory you own" in err and "Traceback" not in err

@@ -1,0 +1,296 @@
+"""Retries of registry pushes and pulls (no Docker): which daemon error texts are transient,
+the backoff schedule, the bounded number of attempts, and that permanent errors fail at once
+with the fix. A fake client stands in for the docker SDK; its push/pull streams yield the
+daemon's progress and error events (or raise its API error)."""
+
+from __future__ import annotations
+
+import pytest
+from docker.errors import APIError
+
+from kerasenv import labels as labels_mod
+from kerasenv import registry
+from kerasenv.errors import EXIT_FAILURE, EXIT_USAGE, KerasenvError, UsageError
+
+REG = "127.0.0.1:5000"
+REPO = f"{REG}/kerasenv"
+
+# (message, kind, cause) -- each message as the daemon reported it, and where it was seen.
+TEXTS = [
+    # distribution registry/client/errors.go UnexpectedHTTPStatusError; goharbor/harbor#16653 (push)
+    ("received unexpected HTTP status: 502 Bad Gateway", "transient", "502 Bad Gateway"),
+    # dockerd 20.10.24 here, manifest PUT answered 503 by tests/integration/fault_proxy.py
+    ("received unexpected HTTP status: 503 Service Unavailable", "transient", "503 Service Unavailable"),
+    # moby/moby#17506, docker/hub-feedback#1761 (older daemons capitalise "Received")
+    ("Received unexpected HTTP status: 500 Internal Server Error", "transient", "500 Internal Server Error"),
+    # nginx's reason phrase for 504 in front of a registry
+    ("received unexpected HTTP status: 504 Gateway Time-out", "transient", "504 Gateway Time-out"),
+    # distribution errcode/register.go UNAVAILABLE (a 503 with a JSON body)
+    ("unavailable: service unavailable", "transient", "503 service unavailable"),
+    # ocurrent/ocluster#246
+    ('Get "https://docker.tunbury.org.uk/v2/": dial tcp 5.102.169.187:443: connect: connection refused',
+     "transient", "connection refused"),
+    # docker/hub-feedback#1059
+    ("error pulling image configuration: Get https://dseasb33srnrn.cloudfront.net/registry-v2/docker/"
+     "registry/v2/blobs/sha256/fc/fc4e/data: dial tcp 52.84.33.187:443: getsockopt: connection refused",
+     "transient", "connection refused"),
+    # Azure/iotedgedev#359
+    ("Get http://localhost:5000/v2/: read tcp [::1]:57170->[::1]:5000: read: connection reset by peer",
+     "transient", "connection reset"),
+    # dockerd 20.10.24 here: pull, manifest HEAD reset by tests/integration/fault_proxy.py
+    ('Head "http://127.0.0.1:34037/v2/kerasenv/manifests/exp1": read tcp 127.0.0.1:59922->127.0.0.1:34037: '
+     "read: connection reset by peer", "transient", "connection reset"),
+    # moby/moby#28596, distribution/distribution#1568
+    ("unexpected EOF", "transient", "unexpected EOF"),
+    # docker-archive/docker-registry#753
+    ("Failed to upload metadata: Put https://docker-registry.example/v1/images/1739feaf13d7/checksum: EOF",
+     "transient", "EOF"),
+    # docker/hub-feedback#1195
+    ("Get https://registry-1.docker.io/v2/library/ubuntu/manifests/latest: net/http: TLS handshake timeout",
+     "transient", "TLS handshake timeout"),
+    # docker/for-win#5983, exadel-inc/CompreFace#1277
+    ('Get "https://registry-1.docker.io/v2/": net/http: request canceled while waiting for connection '
+     "(Client.Timeout exceeded while awaiting headers)", "transient", "request canceled (timeout)"),
+    # docker-archive-public/docker.kitematic#2194
+    ("error pulling image configuration: Get https://dseasb33srnrn.cloudfront.net/registry-v2/x/data: "
+     "dial tcp 52.85.151.90:443: i/o timeout", "transient", "i/o timeout"),
+    # docker/for-linux#3: a DNS lookup that timed out is a timeout, not a wrong name
+    ("Get https://d.cloudfront.net/x: dial tcp: lookup d.cloudfront.net on 127.0.1.1:53: read udp "
+     "127.0.0.1:40048->127.0.1.1:53: i/o timeout", "transient", "i/o timeout"),
+    # a port that looks like a status code is still a refused connection
+    ('Get "http://127.0.0.1:429/v2/": dial tcp 127.0.0.1:429: connect: connection refused',
+     "transient", "connection refused"),
+    # moby distribution/errors.go TranslatePullError (ErrorCodeDenied); Docker Hub's errcode text
+    ("pull access denied for novakjudi/af_nomad_test, repository does not exist or may require "
+     "'docker login': denied: requested access to the resource is denied", "auth", "auth"),
+    # distribution errcode/register.go DENIED, UNAUTHORIZED
+    ("denied: requested access to the resource is denied", "auth", "auth"),
+    ("unauthorized: authentication required", "auth", "auth"),
+    # moby TranslatePullError (ErrorCodeManifestUnknown); seen here for a tag never pushed
+    ("manifest for 127.0.0.1:39247/kerasenv:flaky-missing not found: manifest unknown: manifest unknown",
+     "not_found", "not found"),
+    # moby TranslatePullError (ErrorCodeNameUnknown) + registry/api/v2 NAME_UNKNOWN
+    ("repository 127.0.0.1:5000/kerasenv not found: name unknown: repository name not known to registry",
+     "not_found", "not found"),
+    # docker/hub-feedback#2429 (errcode TOOMANYREQUESTS; dockerd does not retry it either)
+    ("toomanyrequests: You have reached your pull rate limit. You may increase the limit by "
+     "authenticating and upgrading: https://www.docker.com/increase-rate-limit", "rate_limit", "rate limit"),
+    # Go net/http, a plain-HTTP registry asked over TLS
+    ('Get "https://10.0.0.5:5000/v2/": http: server gave HTTP response to HTTPS client', "plain_http",
+     "plain http"),
+    ('Get "https://r.example/v2/": x509: certificate signed by unknown authority', "tls", "tls"),
+    ('Get "https://nosuch.example/v2/": dial tcp: lookup nosuch.example on 127.0.0.53:53: no such host',
+     "dns", "dns"),
+    ("something nobody has seen before", "other", "error"),
+]
+
+
+@pytest.mark.parametrize("message,kind,cause", TEXTS, ids=[t[0][:60] for t in TEXTS])
+def test_classify_real_daemon_texts(message, kind, cause):
+    assert registry.classify(message) == registry.Failure(kind, cause)
+
+
+def test_backoff_doubles_from_the_base_and_is_capped():
+    policy = registry.RetryPolicy()
+    assert (policy.attempts, policy.backoff_s) == (4, 2.0)
+    assert [policy.delay(n) for n in (1, 2, 3)] == [2, 4, 8]
+    assert registry.RetryPolicy(20, 10).delay(10) == registry.MAX_DELAY_S
+    assert [registry.RetryPolicy(3, 0).delay(n) for n in (1, 2)] == [0, 0]
+
+
+def test_policy_from_environment():
+    assert registry.RetryPolicy.from_env({}) == registry.RetryPolicy(4, 2.0)
+    env = {registry.ATTEMPTS_ENV: "2", registry.BACKOFF_ENV: "0.25"}
+    assert registry.RetryPolicy.from_env(env) == registry.RetryPolicy(2, 0.25)
+
+
+@pytest.mark.parametrize("name,value", [(registry.ATTEMPTS_ENV, "0"), (registry.ATTEMPTS_ENV, "many"),
+                                        (registry.ATTEMPTS_ENV, "21"), (registry.BACKOFF_ENV, "-1"),
+                                        (registry.BACKOFF_ENV, "soon"), (registry.BACKOFF_ENV, "nan")])
+def test_policy_rejects_bad_values_naming_the_variable(name, value):
+    with pytest.raises(UsageError) as info:
+        registry.RetryPolicy.from_env({name: value})
+    assert info.value.exit_code == EXIT_USAGE
+    assert info.value.message.startswith(f"{name}={value!r} is not ")
+    assert "\n" not in info.value.message
+
+
+# --- a fake docker client ---------------------------------------------------------------------
+
+def ok_push(tag):
+    return [{"status": "The push refers to repository [x]"},
+            {"status": "Layer already exists", "id": "aaa"},
+            {"status": f"{tag}: digest: sha256:d size: 529"},
+            {"aux": {"Tag": tag, "Digest": "sha256:d", "Size": 529}}]
+
+
+def ok_pull():
+    return [{"status": "Pulling from kerasenv"}, {"status": "Already exists", "id": "aaa"},
+            {"status": "Digest: sha256:d"}]
+
+
+def error_event(message):
+    return [{"status": "The push refers to repository [x]"},
+            {"errorDetail": {"message": message}, "error": message}]
+
+
+class FakeImage:
+    def __init__(self, labels=None):
+        self.labels, self.tags = labels or {}, []
+
+    def tag(self, repo, tag):
+        self.tags.append(f"{repo}:{tag}")
+
+
+class FakeClient:
+    """outcomes: one per daemon call, in order: a list of events, or an exception to raise."""
+
+    def __init__(self, outcomes, labels=None):
+        self.outcomes, self.calls = list(outcomes), []
+        self.image = FakeImage(labels)
+        client = self
+
+        class Images:
+            def get(self, ref):
+                return client.image
+
+            def push(self, repo, tag, stream, decode):
+                return client._next(("push", f"{repo}:{tag}"))
+
+        class Api:
+            def pull(self, repo, tag, stream, decode):
+                return client._next(("pull", f"{repo}:{tag}"))
+
+        self.images, self.api = Images(), Api()
+
+    def _next(self, call):
+        self.calls.append(call)
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+        def events():
+            yield from outcome
+        return events()
+
+
+@pytest.fixture
+def slept(monkeypatch):
+    delays: list[float] = []
+    monkeypatch.setattr(registry, "_sleep", delays.append)
+    monkeypatch.delenv(registry.ATTEMPTS_ENV, raising=False)
+    monkeypatch.delenv(registry.BACKOFF_ENV, raising=False)
+    return delays
+
+
+@pytest.fixture
+def cpu(real_matrix):
+    return real_matrix.get("tf2.21-cpu")
+
+
+def test_push_retries_a_502_then_pushes_every_tag(real_matrix, cpu, slept):
+    tags = registry.tags_mod.tags(real_matrix, cpu)  # the id, the full tag, latest-cpu
+    client = FakeClient([error_event("received unexpected HTTP status: 502 Bad Gateway")]
+                        + [ok_push(t) for t in tags])
+    said: list[str] = []
+    t = registry.push(client, real_matrix, cpu, REG, say=said.append)
+    assert [c[1] for c in client.calls] == [f"{REPO}:{tags[0]}"] * 2 + [f"{REPO}:{x}" for x in tags[1:]]
+    assert slept == [2]
+    assert [line for line in said if "retrying" in line] == [
+        f"kerasenv: push {REPO}:tf2.21-cpu failed (502 Bad Gateway); retrying in 2 s (attempt 2 of 4)"]
+    assert t.digest == "sha256:d" and t.ref == f"{REPO}:tf2.21-cpu"
+
+
+def test_push_gives_up_after_four_attempts_with_one_line(real_matrix, cpu, slept):
+    message = 'Get "http://127.0.0.1:5000/v2/": dial tcp 127.0.0.1:5000: connect: connection refused'
+    client = FakeClient([error_event(message)] * 10)
+    said: list[str] = []
+    with pytest.raises(KerasenvError) as info:
+        registry.push(client, real_matrix, cpu, REG, say=said.append)
+    assert len(client.calls) == 4  # bounded
+    assert slept == [2, 4, 8]
+    assert [line.split("retrying in ")[1] for line in said if "retrying" in line] == [
+        "2 s (attempt 2 of 4)", "4 s (attempt 3 of 4)", "8 s (attempt 4 of 4)"]
+    error = info.value
+    assert error.exit_code == EXIT_FAILURE and "\n" not in error.message and not error.details
+    assert error.message.startswith(f"push {REPO}:tf2.21-cpu failed 4 times, last with connection refused: "
+                                    f"{message}; the registry {REG} is down")
+    assert f"`kerasenv push tf2.21-cpu --registry {REG}` again" in error.message
+    assert registry.ATTEMPTS_ENV in error.message
+
+
+def test_attempts_and_backoff_come_from_the_environment(real_matrix, cpu, slept, monkeypatch):
+    monkeypatch.setenv(registry.ATTEMPTS_ENV, "2")
+    monkeypatch.setenv(registry.BACKOFF_ENV, "0.5")
+    client = FakeClient([error_event("received unexpected HTTP status: 503 Service Unavailable")] * 5)
+    with pytest.raises(KerasenvError, match=r"failed 2 times, last with 503 Service Unavailable"):
+        registry.push(client, real_matrix, cpu, REG, say=lambda m: None)
+    assert len(client.calls) == 2 and slept == [0.5]
+
+
+def test_one_attempt_means_no_retry(real_matrix, cpu, slept, monkeypatch):
+    monkeypatch.setenv(registry.ATTEMPTS_ENV, "1")
+    client = FakeClient([error_event("unexpected EOF")] * 2)
+    with pytest.raises(KerasenvError, match=r"failed 1 time, last with unexpected EOF"):
+        registry.push(client, real_matrix, cpu, REG, say=lambda m: None)
+    assert len(client.calls) == 1 and slept == []
+
+
+@pytest.mark.parametrize("message,fix", [
+    ("denied: requested access to the resource is denied", f"log in with `docker login {REG}`"),
+    ("unauthorized: authentication required", f"log in with `docker login {REG}`"),
+    ("toomanyrequests: too many requests", "is rate-limiting you"),
+    ("something nobody has seen before", "not a known transient error, so not retried"),
+])
+def test_push_does_not_retry_permanent_errors(real_matrix, cpu, slept, message, fix):
+    client = FakeClient([error_event(message)] * 4)
+    said: list[str] = []
+    with pytest.raises(KerasenvError) as info:
+        registry.push(client, real_matrix, cpu, REG, say=said.append)
+    assert len(client.calls) == 1 and slept == [] and not [s for s in said if "retrying" in s]
+    assert info.value.message.startswith(f"push {REPO}:tf2.21-cpu failed: {message}; ")
+    assert fix in info.value.message and "\n" not in info.value.message
+
+
+def test_pull_retries_an_api_error_before_progress(real_matrix, cpu, slept):
+    """A pull that fails before any progress comes back as the daemon's API error."""
+    reset = APIError("500 Server Error", explanation=(
+        'Head "http://127.0.0.1:5000/v2/kerasenv/manifests/tf2.21-cpu": read tcp 127.0.0.1:1->127.0.0.1:5000: '
+        "read: connection reset by peer"))
+    labels = labels_mod.static_labels(real_matrix, cpu)
+    client = FakeClient([reset, ok_pull()], labels=labels)
+    said: list[str] = []
+    t = registry.pull(client, real_matrix, cpu, REG, say=said.append)
+    assert len(client.calls) == 2 and slept == [2]
+    assert [line for line in said if "retrying" in line] == [
+        f"kerasenv: pull {REPO}:tf2.21-cpu failed (connection reset); retrying in 2 s (attempt 2 of 4)"]
+    assert t.digest == "sha256:d" and t.stale == {}
+    assert "kerasenv:tf2.21-cpu" in client.image.tags  # retagged for the rest of the tooling
+
+
+def test_pull_of_a_missing_tag_fails_at_once_with_the_fix(real_matrix, cpu, slept):
+    missing = APIError("404 Client Error", explanation=(
+        f"manifest for {REPO}:tf2.21-cpu not found: manifest unknown: manifest unknown"))
+    client = FakeClient([missing] * 4)
+    with pytest.raises(KerasenvError) as info:
+        registry.pull(client, real_matrix, cpu, REG, say=lambda m: None)
+    assert len(client.calls) == 1 and slept == []
+    assert info.value.message == (
+        f"pull {REPO}:tf2.21-cpu failed: manifest for {REPO}:tf2.21-cpu not found: manifest unknown: "
+        f"manifest unknown; the tag is not in the registry: push it first (`kerasenv push tf2.21-cpu "
+        f"--registry {REG}`) or check the registry and the variant id (`kerasenv list`)")
+
+
+def test_a_multi_line_daemon_error_becomes_one_line(real_matrix, cpu, slept):
+    client = FakeClient([error_event("denied: requested access to the resource is denied\n\nmore detail")])
+    with pytest.raises(KerasenvError) as info:
+        registry.push(client, real_matrix, cpu, REG, say=lambda m: None)
+    assert "\n" not in info.value.message and "more detail" not in info.value.message
+
+
+def test_a_bad_environment_value_fails_before_anything_is_pushed(real_matrix, cpu, slept, monkeypatch):
+    monkeypatch.setenv(registry.ATTEMPTS_ENV, "lots")
+    client = FakeClient([])
+    with pytest.raises(UsageError, match=registry.ATTEMPTS_ENV):
+        registry.push(client, real_matrix, cpu, REG, say=lambda m: None)
+    assert client.calls == []
