@@ -21,6 +21,7 @@ IMAGE      ?=
 REGISTRY   ?=
 COMPOSE_GPU ?=
 TENSORBOARD_PORT ?= 6006
+BENCH_ARGS ?=
 compose = docker compose -f compose/compose.yaml $(if $(COMPOSE_GPU),-f compose/compose.$(COMPOSE_GPU).yaml)
 compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(TENSORBOARD_PORT)
 # The images `make test` builds for real (tests/integration) and then accepts (smoke_tests).
@@ -29,7 +30,7 @@ ACCEPTANCE_VARIANTS := tf2.21-cpu tf2.21-cuda12.5
 smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE))
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 
-.PHONY: sbom push pull train-multiworker bench-multiworker compose-plugin up tensorboard down test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check
+.PHONY: sbom push pull train-multiworker bench-multiworker compose-plugin up tensorboard down test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check bench bench-report
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
@@ -155,3 +156,10 @@ size: venv ## sizes of the built images: layers by part, shared bytes, budgets
 
 size-check: venv ## fail when a built image exceeds its size budget (images/matrix.toml)
 	$(KERASENV) size --check
+
+bench: venv ## measure samples/s (CPU, each GPU) and image sizes into benchmarks/ (BENCH_ARGS=--quick ...)
+	$(KERASENV) size --json benchmarks/results/sizes.json
+	$(KERASENV) bench $(BENCH_ARGS)
+
+bench-report: venv ## regenerate benchmarks/report.md and benchmarks/charts/*.png from benchmarks/results/
+	$(KERASENV) bench-report

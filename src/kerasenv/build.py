@@ -86,9 +86,18 @@ def git_revision(root: Path = REPO_ROOT) -> str:
         return "unknown"
 
 
-def build_date() -> str:
-    """RFC 3339; SOURCE_DATE_EPOCH wins for reproducible builds."""
+def build_date(revision: str | None = None, root: Path = REPO_ROOT) -> str:
+    """RFC 3339. SOURCE_DATE_EPOCH wins (reproducible builds); a build of a clean checkout
+    is dated by its commit, so rebuilding the same commit hits Docker's cache for every
+    step and gives the same image instead of a new one (and a dangling old one) each
+    time; a dirty tree gets the current time."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if not epoch and revision and revision != "unknown" and not revision.endswith("-dirty"):
+        try:
+            epoch = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%ct", revision],
+                                   capture_output=True, text=True, check=True).stdout.strip() or None
+        except (OSError, subprocess.CalledProcessError):
+            epoch = None
     when = datetime.fromtimestamp(int(epoch), timezone.utc) if epoch else datetime.now(timezone.utc)
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -142,11 +151,12 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     tail: deque[str] = deque(maxlen=25)
     step = "(before the first step)"
     image_id = None
+    revision = git_revision()
     stream = client.api.build(
         fileobj=context_tar(folder, ca_pem), custom_context=True, encoding="identity",
         tag=v.image_ref, rm=True, forcerm=True, pull=False, nocache=no_cache, decode=True,
-        buildargs={"BASE_IMAGE": base, "KERASENV_REVISION": git_revision(),
-                   "KERASENV_CREATED": build_date()},
+        buildargs={"BASE_IMAGE": base, "KERASENV_REVISION": revision,
+                   "KERASENV_CREATED": build_date(revision)},
         labels={PROJECT_LABEL: "kerasenv"},
     )
     try:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import shutil
 import tarfile
 from datetime import datetime, timedelta, timezone
@@ -120,6 +122,20 @@ def test_build_date_defaults_to_now_in_utc(monkeypatch):
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp)
     when = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     assert abs(datetime.now(timezone.utc) - when) < timedelta(minutes=5)
+
+
+def test_build_of_a_clean_commit_is_dated_by_the_commit(monkeypatch, tmp_path):
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    env = {"GIT_AUTHOR_DATE": "2024-02-03T04:05:06Z", "GIT_COMMITTER_DATE": "2024-02-03T04:05:06Z",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org", "PATH": os.environ["PATH"]}
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", "x"], check=True, env=env)
+    revision = build.git_revision(tmp_path)
+    assert build.build_date(revision, tmp_path) == "2024-02-03T04:05:06Z"
+    (tmp_path / "new-file").write_text("dirty")
+    assert build.git_revision(tmp_path).endswith("-dirty")
+    assert build.build_date(build.git_revision(tmp_path), tmp_path) != "2024-02-03T04:05:06Z"
 
 
 # --- effective_base ----------------------------------------------------------------------
