@@ -76,6 +76,26 @@ def parse_cc(cc) -> tuple[int, int] | None:
     return None
 
 
+CPU_BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo flags of native bfloat16 math
+
+
+def cpu_bf16_flags(cpuinfo: str) -> list[str]:
+    """The native-bfloat16 flags among the CPU's flags in /proc/cpuinfo text."""
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[-1].split())
+    return [f for f in CPU_BF16_FLAGS if f in flags]
+
+
+def read_cpuinfo() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
 def supported_precisions(device: str, compute_capability=None) -> dict[str, str | None]:
     """For each precision: None when the device can run it as mixed precision, else why not.
 
@@ -95,19 +115,24 @@ def supported_precisions(device: str, compute_capability=None) -> dict[str, str 
             "bfloat16": None if cc >= (8, 0) else f"needs compute capability >= 8.0 (Ampere); this GPU has {shown}"}
 
 
-def choose_precisions(requested: list[str] | str, device: str, compute_capability=None
-                      ) -> tuple[list[str], dict[str, str]]:
+def choose_precisions(requested: list[str] | str, device: str, compute_capability=None,
+                      cpu_bf16: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
     """(precisions to measure, {precision: reason skipped}).
 
     "auto": off always; on an NVIDIA GPU float16 when compute capability >= 7.0 and
-    bfloat16 when >= 8.0; on the CPU only off (bfloat16 on CPUs without AMX is slower
-    than float32: ask for it explicitly). Explicit choices the device cannot run are
-    skipped with the reason, never silently dropped.
+    bfloat16 when >= 8.0; on the CPU bfloat16 only where it has native bfloat16 math
+    (`cpu_bf16`: AMX-BF16 / AVX512-BF16 flags), since elsewhere it is emulated and slower
+    than float32 (ask for it explicitly to see by how much). Choices the device cannot
+    run, or that auto leaves out, are listed with the reason, never silently dropped.
     """
     support = supported_precisions(device, compute_capability)
     if requested == "auto" or requested == ["auto"]:
         if device == "cpu":
-            return ["off"], {}
+            if cpu_bf16:
+                return ["off", "bfloat16"], {"float16": support["float16"]}
+            return ["off"], {"bfloat16": "this CPU has no native bfloat16 math (no AMX-BF16 or AVX512-BF16 "
+                                         "flag), so it would be emulated and slower than float32; "
+                                         "--precision off,bfloat16 measures it anyway"}
         chosen = [p for p in PRECISIONS if support[p] is None]
         return chosen, {p: support[p] for p in PRECISIONS if support[p] is not None}
     chosen, skipped = [], {}
@@ -346,7 +371,8 @@ def main(argv=None) -> int:
         log(out["error"])
         return EXIT_NO_GPU
     out["device"] = device_info(tf, device)
-    precisions, skipped = choose_precisions(args.precision_list, device, out["device"].get("compute_capability"))
+    precisions, skipped = choose_precisions(args.precision_list, device, out["device"].get("compute_capability"),
+                                            cpu_bf16=cpu_bf16_flags(read_cpuinfo()) if device == "cpu" else None)
     out["settings"]["precisions"] = precisions
     out["settings"]["precisions_skipped"] = skipped
     for p, reason in skipped.items():

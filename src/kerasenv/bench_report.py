@@ -422,8 +422,17 @@ def markdown(docs: list[dict], rs: list[dict], sizes: dict | None, charts: dict[
             L += ["", "These are CPU figures only; the tensor-core (GPU) mixed-precision target is not measured."]
     else:
         L.append("Not measured: every result here is float32. On a GPU, `kerasenv bench` adds float16 "
-                 "(compute capability >= 7.0) and bfloat16 (>= 8.0) by itself; on a CPU ask for "
+                 "(compute capability >= 7.0) and bfloat16 (>= 8.0) by itself; on a CPU with native "
+                 "bfloat16 (AMX-BF16 / AVX512-BF16) it adds bfloat16, elsewhere ask for "
                  "`--precision off,bfloat16`.")
+    skipped = [(f"{(doc.get('device') or {}).get('kind', '?').upper()} {(doc.get('device') or {}).get('name') or ''}"
+                .strip(), p, why)
+               for doc in docs
+               for p, why in (((doc.get("settings") or {}).get("container") or {})
+                              .get("precisions_skipped") or {}).items()]
+    if skipped:
+        L += ["", "Precisions left out, and why:", ""]
+        L += [f"- {device}: {p}: {why}" for device, p, why in skipped]
     L += ["", "## Image sizes", ""]
     if charts.get("image-sizes.png"):
         L += ["![image sizes](charts/image-sizes.png)", ""]

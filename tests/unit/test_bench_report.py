@@ -179,3 +179,12 @@ def test_cpu_mixed_precision_is_shown_but_the_gpu_target_stays_unmeasured(tmp_pa
     assert "| CPU AMD EPYC (2 cores) | mlp | 256 | off | bfloat16 | 6,000 | 10,000 | 0.60x |" in md
     assert "CPU figures only" in md and md.count("**not measured**") == 3
     assert_real_png(tmp_path / "charts" / "mixed-precision-speedup.png")
+
+
+def test_precisions_left_out_are_listed_with_their_reason(tmp_path):
+    cpu_doc = doc(CPU, CPU_RESULTS)
+    cpu_doc["settings"] = {"container": {"precisions_skipped": {"bfloat16": "this CPU has no native bfloat16 math"}}}
+    write(tmp_path, "bench-tf2.21-cpu-cpu.json", cpu_doc)
+    bench_report.generate(tmp_path)
+    text = (tmp_path / "report.md").read_text()
+    assert "- CPU AMD EPYC: bfloat16: this CPU has no native bfloat16 math" in text

@@ -22,7 +22,7 @@ def test_the_script_does_not_import_tensorflow_at_module_level():
 
 
 @pytest.mark.parametrize("device, cc, chosen, skipped", [
-    ("cpu", None, ["off"], []),  # bfloat16 on CPUs without AMX is slower: only when asked
+    ("cpu", None, ["off"], ["bfloat16"]),  # no native bfloat16 on this CPU: emulated, slower
     ("gpu", "6.1", ["off"], ["float16", "bfloat16"]),  # Pascal: no tensor cores
     ("gpu", "7.0", ["off", "float16"], ["bfloat16"]),  # Volta
     ("gpu", "7.5", ["off", "float16"], ["bfloat16"]),  # Turing (T4)
@@ -100,3 +100,16 @@ def test_bad_arguments_exit_2_before_tensorflow_is_imported(argv, capsys):
 def test_model_descriptions_state_the_parameter_counts_of_the_keras_examples():
     # conv: 320 + 18,496 + 16,010; mlp: 401,920 + 262,656 + 5,130
     assert "34,826" in bench_train.MODEL_INFO["conv"] and "669,706" in bench_train.MODEL_INFO["mlp"]
+
+
+SAPPHIRE_RAPIDS_FLAGS = "flags\t\t: fpu vme sse2 avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n"
+EPYC_ZEN2_FLAGS = "flags\t\t: fpu vme sse2 avx2 sha_ni clzero\n"
+
+
+def test_cpu_bfloat16_is_measured_only_where_the_cpu_has_native_bfloat16():
+    assert bench_train.cpu_bf16_flags(SAPPHIRE_RAPIDS_FLAGS) == ["amx_bf16", "avx512_bf16"]
+    assert bench_train.cpu_bf16_flags(EPYC_ZEN2_FLAGS) == []
+    got, why = bench_train.choose_precisions("auto", "cpu", cpu_bf16=["amx_bf16"])
+    assert got == ["off", "bfloat16"] and list(why) == ["float16"]
+    got, why = bench_train.choose_precisions("auto", "cpu", cpu_bf16=[])
+    assert got == ["off"] and "--precision off,bfloat16" in why["bfloat16"]
