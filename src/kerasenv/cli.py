@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, KerasenvError, Terminated, UsageError
+from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, KerasenvError, Terminated, UsageError
 from .matrix import DEFAULT_MATRIX, Matrix, load
 
 
@@ -166,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
         if exc.details:
             print(exc.details, file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        # `kerasenv list | head -1`: the reader left. Say nothing more, as `cat` would;
+        # stdout goes to /dev/null so the interpreter's final flush cannot fail again.
+        # https://docs.python.org/3/library/signal.html#note-on-sigpipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, Terminated)
         print(f"kerasenv: {'terminated (SIGTERM)' if terminated else 'interrupted'}: nothing was left "

@@ -8,6 +8,7 @@ EXIT_FAILURE = 1  # the operation ran and failed (e.g. a build step failed)
 EXIT_USAGE = 2  # bad input or an unusable host: nothing was attempted
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C)
 EXIT_TERMINATED = 143  # SIGTERM (docker stop, kill, a CI runner's timeout)
+EXIT_BROKEN_PIPE = 141  # stdout's reader went away (`kerasenv list | head -1`), as for SIGPIPE
 
 
 class KerasenvError(Exception):

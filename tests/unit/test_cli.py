@@ -129,3 +129,16 @@ def test_runs_dir_that_cannot_be_created_is_named_before_docker(tmp_path):
 def test_memory_limit_docker_would_reject_is_a_usage_error(memory, tmp_path):
     line = usage_error("smoke", "tf2.21-cpu", "--memory", memory, "--runs-dir", str(tmp_path))
     assert "--memory" in line and memory in line and "Docker daemon" not in line
+
+
+def test_output_piped_into_a_reader_that_left_is_not_a_traceback():
+    """`kerasenv list | head -1`: here the reader has already gone, so the first write fails."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([PYTHON, "-m", "kerasenv", "list", "--json"], cwd=REPO, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr
