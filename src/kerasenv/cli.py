@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, KerasenvError, Terminated, UsageError
+from .errors import (EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_OOM, EXIT_TERMINATED, KerasenvError,
+                     Terminated, UsageError)
 from .matrix import DEFAULT_MATRIX, Matrix, load
 
 
@@ -548,9 +549,6 @@ def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
         print(f"kerasenv: report {report}" if report.exists() else
               f"kerasenv: no report was written ({report})", file=sys.stderr)
     return result.exit_code
-
-
-EXIT_OOM = 5  # the smoke script's code for out of memory, used for a container the kernel OOM-killed too
 
 
 def _format_limit(nbytes: int) -> str:
