@@ -125,8 +125,9 @@ def test_make_clean_removes_the_container_of_a_cli_killed_outright(built_images,
     assert containers_of(docker, proc) == []
 
 
-def test_interrupted_build_leaves_the_previous_image_tagged_and_no_container(docker, tmp_path):
-    """The tag moves only when a build completes: Ctrl-C halfway keeps the last complete image."""
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupted_build_leaves_the_previous_image_tagged_and_no_container(docker, tmp_path, signum, code):
+    """The tag moves only when a build completes: Ctrl-C or SIGTERM halfway keeps the last complete image."""
     images = tmp_path / "images"
     subprocess.run(["cp", "-r", str(REPO / "images"), str(images)], check=True)
     marker = uuid.uuid4().hex  # a fresh first step, so the sleep step is never a cache hit
@@ -143,12 +144,12 @@ def test_interrupted_build_leaves_the_previous_image_tagged_and_no_container(doc
 
     try:
         wait_for(sleeping_step, proc, "the build's sleep step", timeout=120)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, stderr[-2000:]
+    assert proc.returncode == code, stderr[-2000:]
     assert docker.images.get("kerasenv:tf2.21-cpu").id == before
     # The daemon cancels the build when the client goes and removes the step's container.
     wait_for(lambda: not sleeping_step(), None, "the build container to be removed", timeout=60)
