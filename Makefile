@@ -145,10 +145,10 @@ test-images: venv ## acceptance suite against every variant built locally
 	$(VENV)/bin/pytest smoke_tests $$(for id in $$($(KERASENV) list --ids); do \
 	  docker image inspect kerasenv:$$id >/dev/null 2>&1 && echo --variant $$id; done) $(if $(GPU),--gpu) $(PYTEST_ARGS)
 
-clean: venv ## remove the project's containers and dangling images (by label)
+clean: venv ## remove the project's containers, networks and superseded images by label (keeps the build cache)
 	$(KERASENV) clean
 
-clean-images: venv ## clean, and also remove every kerasenv:<id> image
+clean-images: venv ## clean, and also remove every kerasenv:<id> image and its build cache
 	$(KERASENV) clean --images
 
 size: venv ## sizes of the built images: layers by part, shared bytes, budgets

@@ -140,8 +140,10 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("bench-report", help="regenerate the benchmark report (report.md, charts/) from results/")
     s.add_argument("-o", "--output-dir", type=Path, help="benchmark directory (default ./benchmarks)")
 
-    s = sub.add_parser("clean", help="remove the project's containers and dangling images")
-    s.add_argument("--images", action="store_true", help="also remove every kerasenv:<id> image")
+    s = sub.add_parser("clean", help="remove the project's containers, networks and superseded images "
+                                     "(keeps Docker's build cache)")
+    s.add_argument("--images", action="store_true",
+                   help="also remove every kerasenv:<id> image and the build cache of its stages")
     return p
 
 
@@ -281,16 +283,27 @@ def _cmd_clean(args, matrix: Matrix) -> int:
     for network in client.networks.list(filters={"label": label}):  # multi-worker networks
         network.remove()
         print(f"removed network {network.name}")
-    pruned = client.images.prune(filters={"dangling": True, "label": label})
-    for item in pruned.get("ImagesDeleted") or []:
-        print(f"removed dangling image {item.get('Deleted') or item.get('Untagged')}")
+    # Old final images a rebuild left untagged carry the variant label. The untagged last
+    # image of each builder stage carries only the project label: it is Docker's build
+    # cache for the pip install steps (pruning it made the next build cold), so it stays
+    # unless --images asks for everything to go.
+    reclaimed = _prune_dangling(client, "io.kerasenv.variant")
     if args.images:
         for v in matrix.variants:
             if client.images.list(name=v.image_ref):
                 client.images.remove(v.image_ref)
                 print(f"removed image {v.image_ref}")
-    print(f"clean: {removed} container(s), {pruned.get('SpaceReclaimed', 0) / 1e6:.0f} MB reclaimed")
+        reclaimed += _prune_dangling(client, label)
+    print(f"clean: {removed} container(s), {reclaimed / 1e6:.0f} MB reclaimed")
     return 0
+
+
+def _prune_dangling(client, label: str) -> int:
+    pruned = client.images.prune(filters={"dangling": True, "label": label})
+    for item in pruned.get("ImagesDeleted") or []:
+        if item.get("Deleted"):
+            print(f"removed dangling image {item['Deleted']}")
+    return pruned.get("SpaceReclaimed", 0)
 
 
 def _cmd_size(args, matrix: Matrix) -> int:

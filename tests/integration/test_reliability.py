@@ -125,6 +125,19 @@ def test_make_clean_removes_the_container_of_a_cli_killed_outright(built_images,
     assert containers_of(docker, proc) == []
 
 
+def test_make_clean_keeps_the_build_cache_so_the_next_build_reinstalls_nothing(built_images):
+    """The untagged last image of a builder stage is Docker's cache of the pip install:
+    `make clean` must not prune it (it once did, and every build after it was cold)."""
+    clean = subprocess.run(["make", "--no-print-directory", "clean"], cwd=REPO, capture_output=True,
+                           text=True, timeout=300)
+    assert clean.returncode == 0, clean.stderr
+    build = kerasenv("build", "tf2.21-cpu", timeout=3600)
+    lines = [line.strip() for line in build.stderr.splitlines()]
+    installs = [i for i, line in enumerate(lines) if "(RUN pip install" in line]
+    assert installs, build.stderr[-2000:]
+    assert all(lines[i + 1].endswith("---> Using cache") for i in installs), build.stderr[-3000:]
+
+
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupted_build_leaves_the_previous_image_tagged_and_no_container(docker, tmp_path, signum, code):
     """The tag moves only when a build completes: Ctrl-C or SIGTERM halfway keeps the last complete image."""
