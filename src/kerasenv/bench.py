@@ -20,15 +20,12 @@ import os
 import platform
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import __version__, gpu_request, gpu_sampler
-from .docker_client import PROJECT_LABEL
+from . import __version__, gpu_sampler
 from .errors import KerasenvError, UsageError
 from .matrix import REPO_ROOT, Variant
 
@@ -238,68 +235,42 @@ def container_command(v: Variant, settings: Settings, device: Device) -> list[st
     return [python, f"{MOUNT_DIR}/bench_train.py", *settings.container_args(device.kind)]
 
 
+class _ProgressRelay:
+    """Keeps the container's whole stderr and relays only its `[bench]` progress lines
+    (TensorFlow's own warnings stay out of the terminal)."""
+
+    def __init__(self, stream) -> None:
+        self.stream, self.parts, self._pending = stream, [], ""
+
+    def write(self, text: str) -> None:
+        self.parts.append(text)
+        *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            if line.startswith("[bench]"):
+                self.stream.write(line + "\n")
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
 def run_container(client, v: Variant, command: list[str], *, gpus_request: str, timeout: float,
                   stream=sys.stderr) -> tuple[int, str, str]:
-    """Run the bench container; relay its stderr (progress) live; return (exit code, stdout, stderr)."""
-    from docker.errors import APIError, ImageNotFound
+    """Run the bench container (runner.run: labelled, always removed); relay its progress
+    live; return (exit code, stdout, stderr)."""
+    import io
 
+    from . import runner
+
+    stdout, stderr = io.StringIO(), _ProgressRelay(stream)
     try:
-        client.images.get(v.image_ref)
-    except ImageNotFound:
-        raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}`") from None
-    name = f"kerasenv-bench-{v.id.replace('.', '-')}-{uuid.uuid4().hex[:8]}"
-    kwargs = dict(
-        image=v.image_ref, command=command, name=name, detach=True, init=True, shm_size="2g",
-        user=f"{os.getuid()}:{os.getgid()}", network_mode="none", environment={"TF_CPP_MIN_LOG_LEVEL": "2"},
-        volumes={str(SCRIPT): {"bind": f"{MOUNT_DIR}/bench_train.py", "mode": "ro"}},
-        labels={PROJECT_LABEL: "kerasenv", "io.kerasenv.variant": v.id, "io.kerasenv.kind": "bench",
-                "io.kerasenv.cli-pid": str(os.getpid())},
-        **gpu_request.run_kwargs(gpus_request, v.family))
-    container = None
-    out: list[str] = []
-    err: list[str] = []
-    try:
-        try:
-            container = client.containers.create(**kwargs)
-            container.start()
-        except APIError as exc:
-            text = str(getattr(exc, "explanation", None) or exc)
-            raise KerasenvError(f"Docker could not start the bench container: {text.splitlines()[0][:300]}") from None
-
-        def pump(source, sink, relay):
-            pending = ""
-            for chunk in source:
-                text = chunk.decode(errors="replace")
-                sink.append(text)
-                if relay is not None:
-                    pending += text
-                    *lines, pending = pending.split("\n")
-                    for line in lines:
-                        if line.startswith("[bench]"):  # progress; TensorFlow's own warnings stay in the JSON's log
-                            relay.write(line + "\n")
-                            relay.flush()
-
-        threads = [threading.Thread(target=pump, daemon=True, args=(
-                       container.logs(stream=True, follow=True, stdout=True, stderr=False), out, None)),
-                   threading.Thread(target=pump, daemon=True, args=(
-                       container.logs(stream=True, follow=True, stdout=False, stderr=True), err, stream))]
-        for t in threads:
-            t.start()
-        try:
-            status = container.wait(timeout=timeout)
-        except Exception as exc:  # noqa: BLE001 - requests' ReadTimeout/ConnectionError, whatever the version
-            raise KerasenvError(f"the bench container did not finish within {timeout:.0f} s ({type(exc).__name__}); "
-                                "use --quick or fewer --batch-sizes, or raise --timeout") from None
-        for t in threads:
-            t.join(timeout=10)
-        return int(status.get("StatusCode", 1)), "".join(out), "".join(err)
-    finally:
-        if container is not None:
-            try:
-                container.remove(force=True)
-            except Exception as exc:  # noqa: BLE001 - daemon trouble while cleaning up
-                print(f"kerasenv: warning: could not remove container {name}: {exc}; `make clean` removes it",
-                      file=sys.stderr)
+        result = runner.run(client, v, command, gpus=gpus_request, runs_dir=None, user=None,
+                            env={"TF_CPP_MIN_LOG_LEVEL": "2"}, network="none", kind="bench",
+                            extra_volumes={str(SCRIPT): {"bind": f"{MOUNT_DIR}/bench_train.py", "mode": "ro"}},
+                            timeout=timeout, stream=stderr, stdout=stdout)
+    except runner.RunTimeout as exc:
+        raise KerasenvError(f"the bench container did not finish: {exc.message}; use --quick or fewer "
+                            "--batch-sizes, or raise --timeout") from None
+    return result.exit_code, stdout.getvalue(), "".join(stderr.parts)
 
 
 def parse_container_output(stdout: str) -> dict | None:

@@ -318,34 +318,34 @@ def _cmd_size(args, matrix: Matrix) -> int:
             raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}`")
         measured[v.id] = sizes.measure(client, v.image_ref, v.base_image)
     over = []
-    print(f"{'image':<26}{'total':>9}{'budget':>9}" + "".join(f"{p:>12}" for p in sizes.PARTS))
+    # With `--json -` stdout is the JSON document alone; the table goes to stderr.
+    table = sys.stderr if str(args.json) == "-" else sys.stdout
+    print(f"{'image':<26}{'total':>9}{'budget':>9}" + "".join(f"{p:>12}" for p in sizes.PARTS), file=table)
     for v in variants:
         m = measured[v.id]
         budget = f"{v.size_budget_mb / 1000:.2f}" if v.size_budget_mb else "-"
         print(f"{v.image_ref:<26}{m.total / 1e9:>8.2f}G{budget:>8}G"
-              + "".join(f"{m.parts.get(p, 0) / 1e6:>11.0f}M" for p in sizes.PARTS))
+              + "".join(f"{m.parts.get(p, 0) / 1e6:>11.0f}M" for p in sizes.PARTS), file=table)
         if m.over_budget(v):
             over.append(v)
     ids = list(measured)
-    for i, a in enumerate(ids):
-        for b in ids[i + 1:]:
-            shared = sizes.shared_bytes(measured[a], measured[b])
-            if shared > 100e6:
-                print(f"shared by {a} and {b}: {shared / 1e9:.2f} GB")
+    shared = [(a, b, sizes.shared_bytes(measured[a], measured[b]))
+              for i, a in enumerate(ids) for b in ids[i + 1:]]
+    shared = [pair for pair in shared if pair[2] > 100e6]
+    for a, b, nbytes in shared:
+        print(f"shared by {a} and {b}: {nbytes / 1e9:.2f} GB", file=table)
     if args.json:
-        _write_sizes_json(args.json, variants, measured)
+        _write_sizes_json(args.json, variants, measured, shared)
     if args.check and over:
         raise KerasenvError("over budget: " + ", ".join(
             f"{v.id} {measured[v.id].total / 1e9:.2f} GB > {v.size_budget_mb / 1000:.2f} GB" for v in over))
     return 0
 
 
-def _write_sizes_json(path: Path, variants, measured) -> None:
-    from . import bench, bench_report, sizes
+def _write_sizes_json(path: Path, variants, measured, shared) -> None:
+    from . import bench, bench_report
 
-    ids = list(measured)
-    shared = [(a, b, sizes.shared_bytes(measured[a], measured[b])) for i, a in enumerate(ids) for b in ids[i + 1:]]
-    doc = bench_report.sizes_document(variants, measured, [s for s in shared if s[2] > 100e6])
+    doc = bench_report.sizes_document(variants, measured, shared)
     if str(path) == "-":
         print(json.dumps(doc, indent=2))
     else:
@@ -544,6 +544,7 @@ def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
             cmd = script
     result = runner.run(client, v, cmd, gpus=gpus, shm_size=args.shm_size, runs_dir=args.runs_dir,
                         user=args.user, env=env, memory=args.memory, kind="smoke" if smoke else "run",
+                        missing_hint=" (or pass --build-missing)",
                         network="none" if smoke else None,
                         stdout=None if smoke else sys.stdout)  # `run`: the command's stdout is ours
     if result.oom_killed:

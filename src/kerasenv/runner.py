@@ -26,6 +26,10 @@ RUNS_IN_CONTAINER = "/workspace/runs"
 EXIT_NO_GPU = 3
 
 
+class RunTimeout(KerasenvError):
+    """The container ran longer than the caller's timeout."""
+
+
 class NoGpuRuntime(KerasenvError):
     """Docker cannot hand GPUs to containers on this host."""
 
@@ -80,16 +84,17 @@ def prepare_runs_dir(runs_dir: Path, user: str) -> Path:
 def run(client, v: Variant, command: list[str] | None, *, gpus: str | None, shm_size: str = DEFAULT_SHM,
         runs_dir: Path | None, user: str | None, env: dict[str, str] | None = None,
         network: str | None = None, memory: str | None = None, kind: str = "run",
+        extra_volumes: dict | None = None, timeout: float | None = None, missing_hint: str = "",
         stream=sys.stderr, stdout=None) -> RunResult:
+    """`timeout`: seconds to wait for the container before RunTimeout (it is then removed)."""
     from docker.errors import APIError, ImageNotFound
 
     try:
         client.images.get(v.image_ref)
     except ImageNotFound:
-        raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}` "
-                         "(or pass --build-missing)") from None
+        raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}`{missing_hint}") from None
     user = user or default_user()
-    volumes = {}
+    volumes = dict(extra_volumes or {})
     if runs_dir is not None:
         volumes[str(prepare_runs_dir(runs_dir, user))] = {"bind": RUNS_IN_CONTAINER, "mode": "rw"}
     name = f"kerasenv-{kind}-{v.id.replace('.', '-')}-{uuid.uuid4().hex[:8]}"
@@ -113,8 +118,15 @@ def run(client, v: Variant, command: list[str] | None, *, gpus: str | None, shm_
             container.start()
         except APIError as exc:
             raise _explain_start_error(exc, gpus) from None
-        _follow_logs(container, stream, stdout)
-        status = container.wait()
+        followers = _follow_logs(container, stream, stdout)
+        try:
+            status = container.wait(timeout=timeout)
+        except Exception as exc:  # requests' ReadTimeout/ConnectionError, by docker SDK version
+            if timeout is None:
+                raise
+            raise RunTimeout(f"{name} did not finish within {timeout:.0f} s ({type(exc).__name__})") from None
+        for follower in followers:
+            follower.join()
         container.reload()
         state = container.attrs.get("State", {})
         return RunResult(exit_code=int(status.get("StatusCode", 1)), oom_killed=bool(state.get("OOMKilled")),
@@ -125,8 +137,9 @@ def run(client, v: Variant, command: list[str] | None, *, gpus: str | None, shm_
             _remove(container)
 
 
-def _follow_logs(container, stream, stdout) -> None:
-    """Copy the container's stderr to `stream` and its stdout to `stdout` (or `stream`)."""
+def _follow_logs(container, stream, stdout) -> list[threading.Thread]:
+    """Copy the container's stderr to `stream` and its stdout to `stdout` (or `stream`),
+    in threads that end with the container's output."""
     def pump(source, target):
         for chunk in source:
             target.write(chunk.decode(errors="replace"))
@@ -140,8 +153,7 @@ def _follow_logs(container, stream, stdout) -> None:
     ]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    return threads
 
 
 def _remove(container) -> None:

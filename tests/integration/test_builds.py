@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from .conftest import BUILT_IN_TESTS, kerasenv
@@ -16,3 +17,11 @@ def test_build_prints_each_image_and_its_size(built_images):
 def test_built_images_are_within_their_size_budgets(built_images):
     proc = kerasenv("size", "--check", *BUILT_IN_TESTS)
     assert all(f"kerasenv:{v}" in proc.stdout for v in BUILT_IN_TESTS)
+
+
+def test_size_json_on_stdout_is_the_document_alone(built_images):
+    proc = kerasenv("size", "--json", "-", *BUILT_IN_TESTS)
+    doc = json.loads(proc.stdout)  # the table went to stderr
+    assert [image["ref"] for image in doc["images"]] == [f"kerasenv:{v}" for v in BUILT_IN_TESTS]
+    assert all(image["within_budget"] for image in doc["images"])
+    assert "shared by" in proc.stderr

@@ -108,26 +108,24 @@ def throwaway(docker, tmp_path_factory):
         _untag(docker, made)
 
 
-@pytest.fixture(scope="module")
-def shared_registry(tmp_path_factory, throwaway):
-    reg = Registry(tmp_path_factory.mktemp("registry"))
+def _serve(root, throwaway):
+    reg = Registry(root)
     throwaway.made.append(f"127.0.0.1:{reg.port}/")
     reg.start()
     try:
         yield reg
     finally:
         reg.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_registry(tmp_path_factory, throwaway):
+    yield from _serve(tmp_path_factory.mktemp("registry"), throwaway)
 
 
 @pytest.fixture
 def fresh_registry(tmp_path, throwaway):
-    reg = Registry(tmp_path)
-    throwaway.made.append(f"127.0.0.1:{reg.port}/")
-    reg.start()
-    try:
-        yield reg
-    finally:
-        reg.stop()
+    yield from _serve(tmp_path, throwaway)
 
 
 @pytest.fixture
