@@ -24,8 +24,6 @@ TENSORBOARD_PORT ?= 6006
 BENCH_ARGS ?=
 compose = docker compose -f compose/compose.yaml $(if $(COMPOSE_GPU),-f compose/compose.$(COMPOSE_GPU).yaml)
 compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(TENSORBOARD_PORT)
-# The images `make test` builds for real (tests/integration) and then accepts (smoke_tests).
-ACCEPTANCE_VARIANTS := tf2.21-cpu tf2.21-cuda12.5
 
 smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE))
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
@@ -132,11 +130,12 @@ lint: venv ## hadolint every Dockerfile; validate compose files (Compose spec) a
 test-unit: venv ## unit tests only (no Docker)
 	$(VENV)/bin/pytest tests -m 'not docker' $(PYTEST_ARGS)
 
-test: venv ## everything: drift check, hadolint, unit + integration tests (real builds), acceptance suite
+test: venv ## everything: drift check, lint, build every Debian-based variant, unit + integration tests, acceptance suite on each
 	$(KERASENV) generate --check
 	$(MAKE) --no-print-directory lint
+	$(KERASENV) build --all $(build_flags)
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
-	$(VENV)/bin/pytest smoke_tests $(foreach v,$(ACCEPTANCE_VARIANTS),--variant $(v)) $(PYTEST_ARGS)
+	$(VENV)/bin/pytest smoke_tests --all-variants $(PYTEST_ARGS)
 
 test-image: venv ## acceptance suite against kerasenv:VARIANT, or IMAGE=<any ref> (GPU=1 adds the GPU tests)
 	$(VENV)/bin/pytest smoke_tests $(if $(IMAGE),--image $(IMAGE),--variant $(VARIANT)) $(if $(GPU),--gpu) $(PYTEST_ARGS)

@@ -354,7 +354,9 @@ def main(argv=None) -> int:
         tf.config.experimental.set_memory_growth(gpu, True)  # an OOM is per configuration, not up front
     device = args.device if args.device != "auto" else ("gpu" if gpus else "cpu")
     out = {"schema": SCHEMA, "kind": "kerasenv-bench-container",
-           "versions": {"tensorflow": tf.__version__, "keras": keras.__version__,
+           "versions": {"tensorflow": tf.__version__,
+                        # tf.keras 2 has no __version__: the `keras` distribution it is
+                        "keras": getattr(keras, "__version__", None) or __import__("importlib.metadata").metadata.version("keras"),
                         "python": platform.python_version(), "numpy": np.__version__},
            "image": {"variant": os.environ.get("KERASENV_VARIANT"), "family": os.environ.get("KERASENV_FAMILY")},
            "container": {"cpu_count": os.cpu_count(), "cpu_model": cpu_model()},

@@ -4,6 +4,9 @@
     pytest smoke_tests --image REGISTRY/kerasenv:TAG # any image; its io.kerasenv.variant
                                                      # label names the matrix entry
     pytest smoke_tests --variant ID --gpu            # GPU tests too; a missing GPU FAILS
+    pytest smoke_tests --all-variants                # every Debian-based variant of the matrix
+                                                     # (what `make test` and CI run); an image
+                                                     # that is not built is an error
 
 Each test module declares the image families it applies to (FAMILIES); test ids carry
 the variant id. One tracked container per test module and image, always removed.
@@ -31,6 +34,8 @@ def pytest_addoption(parser):
                     help="test kerasenv:<ID> (repeatable)")
     group.addoption("--image", action="append", default=[], metavar="REF",
                     help="test any image reference (repeatable)")
+    group.addoption("--all-variants", action="store_true",
+                    help="test kerasenv:<id> for every variant `kerasenv build --all` builds (all but ROCm)")
     group.addoption("--gpu", action="store_true",
                     default=os.environ.get("KERASENV_REQUIRE_GPU", "") in ("1", "true", "yes"),
                     help="run the GPU tests (also KERASENV_REQUIRE_GPU=1); a missing GPU is a failure")
@@ -39,6 +44,7 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a GPU; runs with --gpu, where a missing GPU fails")
     config._kerasenv_gpu = {"deselected": 0, "ran": 0, "passed": 0}
+    config._kerasenv_timing = {}  # target id -> [seconds, tests, failed]
 
 
 @dataclass(frozen=True)
@@ -58,9 +64,12 @@ def _targets(config) -> list[Target]:
     if cached is not None:
         return cached
     matrix = matrix_mod.load()
-    refs = [matrix.get(i).image_ref for i in config.getoption("variant")] + config.getoption("image")
+    ids = list(config.getoption("variant"))
+    if config.getoption("all_variants"):
+        ids += [v.id for v in matrix.debian_based if v.id not in ids]
+    refs = [matrix.get(i).image_ref for i in ids] + config.getoption("image")
     if not refs:
-        raise pytest.UsageError("name the image(s) to test: --variant ID or --image REF")
+        raise pytest.UsageError("name the image(s) to test: --variant ID, --image REF or --all-variants")
     client = docker_client.client()
     targets = []
     for ref in refs:
@@ -108,6 +117,14 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    callspec = getattr(item, "callspec", None)
+    target = callspec.params.get("target") if callspec else None
+    if target is not None:
+        row = item.config._kerasenv_timing.setdefault(target.id, [0.0, 0, 0])
+        row[0] += report.duration
+        if report.when == "call":
+            row[1] += 1
+        row[2] += int(report.failed)
     if report.when == "call" and item.get_closest_marker("gpu"):
         stats = item.config._kerasenv_gpu
         stats["ran"] += 1
@@ -116,6 +133,11 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_terminal_summary(terminalreporter, config):
     families = sorted({t.variant.family for t in getattr(config, "_kerasenv_targets", [])})
+    if config._kerasenv_timing:
+        terminalreporter.write_line("kerasenv acceptance time per variant (set-up, tests and tear-down):")
+        for target_id, (seconds, tests, failed) in config._kerasenv_timing.items():
+            terminalreporter.write_line(f"  {target_id:<20} {seconds:7.1f} s  {tests:3d} tests  "
+                                        f"{'all passed' if not failed else f'{failed} failed'}")
     if getattr(config, "_kerasenv_not_applicable", 0):
         terminalreporter.write_line(f"kerasenv: {config._kerasenv_not_applicable} checks deselected as not "
                                     f"applicable to the image families under test ({', '.join(families)})")

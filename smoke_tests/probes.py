@@ -10,6 +10,22 @@ try:
 except ImportError:
     keras_version = None
 home = os.path.expanduser("~")
+# setuptools >= 70 vendors its own dependencies (autocommand, jaraco.*, packaging, wheel, ...)
+# with their .dist-info under setuptools/_vendor, and once setuptools or pkg_resources is
+# imported that directory is on sys.path: those are setuptools' files, not installed
+# distributions, so they are listed apart (and must not shadow the real packaging/wheel).
+dists, vendored = {}, {}
+for d in md.distributions():
+    base = str(d.locate_file(""))
+    if "/_vendor" in base:
+        vendored[d.metadata["Name"]] = {"version": d.version, "in": base}
+    else:
+        dists.setdefault(d.metadata["Name"], d.version)
+# tf.keras 2 (TF 2.14/2.15) is the module keras.api._v2.keras of the `keras` distribution
+# and has no __version__ of its own.
+tf_keras_module = getattr(tf.keras, "__name__", "")
+tf_keras = getattr(tf.keras, "__version__", None) or (
+    md.version("keras") if tf_keras_module.startswith("keras.") else None)
 print(json.dumps({
     "os_release": dict(l.rstrip("\n").split("=", 1) for l in open("/etc/os-release") if "=" in l),
     "python": platform.python_version(),
@@ -17,10 +33,12 @@ print(json.dumps({
     "which_python": shutil.which("python"),
     "tensorflow": tf.__version__,
     "keras": keras_version,
-    "tf_keras": getattr(tf.keras, "__version__", None),
+    "tf_keras": tf_keras,
+    "tf_keras_module": tf_keras_module,
     "build_info": {k: (list(v) if isinstance(v, (list, tuple)) else v)
                    for k, v in dict(tf.sysconfig.get_build_info()).items()},
-    "dists": {d.metadata["Name"]: d.version for d in md.distributions()},
+    "dists": dists,
+    "vendored": vendored,
     "uid": os.getuid(), "gid": os.getgid(),
     "home": home, "home_writable": os.access(home, os.W_OK),
     "env": dict(os.environ),

@@ -37,7 +37,8 @@ def test_docker_stop_on_a_running_smoke_training_takes_under_3_seconds(docker, t
         elapsed = time.monotonic() - started
         container.reload()
         assert elapsed < 3, f"docker stop took {elapsed:.1f} s"
-        assert container.attrs["State"]["ExitCode"] == 143  # SIGTERM handled, not SIGKILLed (137)
+        # SIGTERM handled (143), not SIGKILLed (137), nor an error (1)
+        assert container.attrs["State"]["ExitCode"] == 143, container.logs()[-3000:].decode(errors="replace")
     finally:
         container.remove(force=True)
 

@@ -30,6 +30,17 @@ def test_nothing_unlocked_besides_the_venv_tooling(inventory, target):
     assert extra == set(), "installed but not in the lock"
 
 
+def test_vendored_distributions_are_setuptools_own_and_setuptools_is_locked(inventory, target):
+    """setuptools (a locked TensorFlow dependency) vendors its own dependencies under
+    setuptools/_vendor; the inventory lists them apart. Only setuptools may do that, and
+    only a setuptools the lock names."""
+    site = f"/opt/venv/lib/python{target.variant.python}/site-packages/"
+    places = {info["in"] for info in inventory["vendored"].values()}
+    assert places <= {site + "setuptools/_vendor", site + "pkg_resources/_vendor"}, places
+    if inventory["vendored"]:
+        assert "setuptools" in locked(target.variant)
+
+
 def test_tensorflow_and_keras_are_the_matrix_versions(inventory, target):
     v = target.variant
     assert inventory["tensorflow"] == v.tensorflow

@@ -51,7 +51,12 @@ class SmokeFailure(Exception):
         self.exit_code, self.kind, self.message, self.fix = exit_code, kind, message, fix
 
 
-class Interrupted(Exception):
+class Interrupted(BaseException):
+    """SIGTERM/SIGINT. A BaseException, like KeyboardInterrupt: the handler raises it in
+    whatever Python frame runs when the signal lands, and as an Exception it could be
+    caught and re-raised as another error by an `except Exception` in TF or Keras (a
+    `docker stop` once ended with exit 1 instead of 143)."""
+
     def __init__(self, exit_code: int) -> None:
         super().__init__(f"interrupted (exit {exit_code})")
         self.exit_code = exit_code
@@ -294,6 +299,17 @@ def import_stack():
     return tf, keras
 
 
+def keras_version(keras) -> str:
+    """The Keras release: Keras 3 has `keras.__version__`; tf.keras 2 (module
+    keras.api._v2.keras on TF 2.14/2.15) has none, so ask the `keras` distribution it is."""
+    version = getattr(keras, "__version__", None)
+    if version:
+        return version
+    from importlib import metadata
+
+    return metadata.version("keras")
+
+
 def configure_gpus(tf, args, report: dict) -> list:
     physical = tf.config.list_physical_devices("GPU")
     if args.visible_gpu_indexes:
@@ -349,7 +365,7 @@ def placement_check(tf, gpus: list) -> dict:
 
 def jit_compile_arg(choice: str, keras):
     if choice == "auto":
-        return "auto" if keras.__version__.startswith("3.") else None
+        return "auto" if keras_version(keras).startswith("3.") else None
     return choice == "on"
 
 
@@ -643,7 +659,7 @@ def run(args, report: dict) -> int:
     tf, keras = import_stack()
     build_info = {k: (list(v) if isinstance(v, (list, tuple)) else v)
                   for k, v in dict(tf.sysconfig.get_build_info()).items()}
-    report["versions"] = {"tensorflow": tf.__version__, "keras": keras.__version__,
+    report["versions"] = {"tensorflow": tf.__version__, "keras": keras_version(keras),
                           "python": platform.python_version(), "numpy": __import__("numpy").__version__}
     report["build_info"] = build_info
     family = os.environ.get("KERASENV_FAMILY", "")

@@ -30,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     fmt.add_argument("--markdown", action="store_true", help="the README variant table")
     fmt.add_argument("--json", action="store_true", help="one object per variant")
     fmt.add_argument("--ids", action="store_true", help="ids only, one a line")
+    s.add_argument("--debian-based", action="store_true",
+                   help="only the variants built FROM Debian (all but ROCm): what `build --all` and CI build")
 
     s = sub.add_parser("generate", help="write Dockerfiles and the README table from the matrix")
     s.add_argument("--check", action="store_true",
@@ -194,7 +196,7 @@ def _cmd_list(args, matrix: Matrix) -> int:
     if args.markdown:
         sys.stdout.write(table.markdown(matrix))
     elif args.ids:
-        print("\n".join(matrix.ids))
+        print("\n".join(v.id for v in (matrix.debian_based if args.debian_based else matrix.variants)))
     elif args.json:
         rows = []
         for v in matrix.variants:
@@ -246,7 +248,7 @@ def _cmd_build(args, matrix: Matrix) -> int:
     from . import build, docker_client
 
     if args.all:
-        variants = [v for v in matrix.variants if v.family != "rocm"]
+        variants = matrix.debian_based
     elif args.ids:
         variants = matrix.select(args.ids)
     else:
@@ -419,8 +421,8 @@ def _cmd_doctor(args, matrix: Matrix) -> int:
     else:
         print(doctor.format_text(report))
         if container:
-            for key in ("nvidia_smi_l", "tf_gpus"):
-                print(f"{container['status'][key]:<4}  container {key:<12} {container[key]}")
+            for key in container["status"]:
+                print(f"{container['status'][key]:<4}  container {key:<16} {container[key]}")
     if any(c.status == doctor.FAIL for c in report.host if c.name == "docker"):
         return 1
     if container and "FAIL" in container["status"].values():
@@ -434,29 +436,66 @@ def _cmd_doctor(args, matrix: Matrix) -> int:
 
 
 def _container_probe(v, gpus: str) -> dict:
-    """nvidia-smi -L and TensorFlow's GPU list inside the image, with the GPU flags."""
-    import io
-
-    from . import docker_client, runner
+    """Inside the image, with the GPU flags: nvidia-smi -L, TensorFlow's GPU list and, in
+    CUDA images, TensorFlow's own GPU-library check (gpu_libraries_probe). That check needs
+    no GPU, so when Docker cannot give one it still runs, in a container without GPUs."""
+    from . import docker_client, gpu_libraries_probe
 
     client = docker_client.client()
-    probe = ("import json, shutil, subprocess, tensorflow as tf\n"
-             "smi = shutil.which('nvidia-smi')\n"
-             "out = subprocess.run([smi, '-L'], capture_output=True, text=True).stdout.strip() if smi else None\n"
-             "print(json.dumps({'nvidia_smi_l': out, 'tf_gpus': [d.name for d in tf.config.list_physical_devices('GPU')]}))")
-    stdout, stderr = io.StringIO(), io.StringIO()
+    if v.family == "cuda":
+        command = ["python", "-c", gpu_libraries_probe.source(), "--devices"]
+    else:
+        command = ["python", "-c",
+                   "import json, shutil, subprocess, tensorflow as tf\n"
+                   "smi = shutil.which('nvidia-smi')\n"
+                   "out = subprocess.run([smi, '-L'], capture_output=True, text=True).stdout.strip() if smi else None\n"
+                   "print(json.dumps({'nvidia_smi_l': out, 'tf_gpus': [d.name for d in tf.config.list_physical_devices('GPU')]}))"]
     try:
-        result = runner.run(client, v, ["python", "-c", probe], gpus=gpus, runs_dir=None, user=None,
-                            kind="probe", stream=stderr, stdout=stdout, network="none")
+        data = _probe_json(client, v, command, gpus)
     except KerasenvError as exc:
-        return {"nvidia_smi_l": exc.message, "tf_gpus": [], "status": {"nvidia_smi_l": "FAIL", "tf_gpus": "FAIL"}}
-    try:
-        data = json.loads(stdout.getvalue().strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        data = {"nvidia_smi_l": f"probe failed (exit {result.exit_code})", "tf_gpus": []}
+        data = {"nvidia_smi_l": exc.message, "tf_gpus": []}
+        if v.family == "cuda":
+            try:
+                libraries = _probe_json(client, v, command[:3], "none")
+                data.update({k: libraries[k] for k in ("failed", "later") if k in libraries})
+            except KerasenvError:
+                pass
     data["status"] = {"nvidia_smi_l": "PASS" if data.get("nvidia_smi_l") else "FAIL",
                       "tf_gpus": "PASS" if data.get("tf_gpus") else "FAIL"}
+    if v.family == "cuda":
+        data["tf_gpu_libraries"], data["status"]["tf_gpu_libraries"] = gpu_library_verdict(data, v)
     return data
+
+
+def _probe_json(client, v, command: list[str], gpus: str) -> dict:
+    """Run a probe that prints one JSON line; its dict, or {} when it printed none."""
+    import io
+
+    from . import runner
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    result = runner.run(client, v, command, gpus=gpus, runs_dir=None, user=None,
+                        kind="probe", stream=stderr, stdout=stdout, network="none")
+    for line in reversed(stdout.getvalue().strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    return {"nvidia_smi_l": f"probe failed (exit {result.exit_code})", "tf_gpus": []}
+
+
+def gpu_library_verdict(data: dict, v) -> tuple[str, str]:
+    """One line for TensorFlow's own GPU-library check, with its fix when it failed."""
+    failed = data.get("failed")
+    if failed is None:
+        return "not checked: the probe printed no result", "FAIL"
+    if not failed:
+        return ("TryDlopenCUDALibraries() OK; cuDNN sub-libraries, NVRTC, NCCL, CUPTI load"
+                f"{', nvJitLink' if 'nvjitlink' in data.get('later', {}) else ''}"), "PASS"
+    return (f"{'; '.join(failed[:3])}{' ...' if len(failed) > 3 else ''} -- fix: rebuild the image "
+            f"(`make build VARIANT={v.id}`); an image built by an older kerasenv lacks "
+            "/etc/ld.so.conf.d/kerasenv-cuda-wheels.conf"), "FAIL"
 
 
 def _resolve_run_variant(args, matrix: Matrix, client):

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,7 +109,8 @@ def render(v: Variant, pins: list[Pin], *, cuda: bool) -> str:
 
 def resolve(v: Variant, *, ca_cert: str | None = None) -> dict[str, Pin]:
     """Run `uv pip compile --generate-hashes` for the variant (needs PyPI)."""
-    uv = shutil.which("uv")
+    # The venv's own uv first: `make lock` runs .venv/bin/kerasenv without .venv/bin on PATH.
+    uv = shutil.which("uv", path=os.path.dirname(sys.executable)) or shutil.which("uv")
     if uv is None:
         raise UsageError("uv is not installed: run `make venv` (or `pip install uv`) and retry")
     env = dict(os.environ)

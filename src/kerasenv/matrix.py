@@ -111,6 +111,12 @@ class Matrix:
             f"unknown variant {variant_id!r}; valid ids: {', '.join(self.ids)}"
         )
 
+    @property
+    def debian_based(self) -> list[Variant]:
+        """The variants built FROM Debian (cpu, cuda): what `build --all`, `make test` and CI
+        build and accept. ROCm is built FROM AMD's image, which needs Docker Hub."""
+        return [v for v in self.variants if v.family != "rocm"]
+
     def select(self, ids: list[str]) -> list[Variant]:
         return [self.get(i) for i in ids]
 

@@ -19,12 +19,23 @@ def _row(matrix: Matrix, v: Variant) -> list[str]:
         driver, stack = "amdgpu (ROCm host driver)", f"ROCm {v.rocm}"
     else:
         driver, stack = "none", "CPU only"
-    return [f"`{v.id}`{default}", v.tensorflow, keras, v.python, stack, driver, v.notes]
+    return [f"`{v.id}`{default}", v.tensorflow, keras, v.python, stack, driver, checked_here(v), v.notes]
+
+
+def checked_here(v: Variant) -> str:
+    """What `.ci/run` (`make test`) proves for this variant on every run."""
+    if v.family == "rocm":
+        return ("**not built here**: it is built FROM AMD's `rocm/tensorflow` image, which needs "
+                "Docker Hub, and this CI reaches no registry; no AMD GPU either")
+    checks = "built; default command offline; acceptance suite; user script (any UID, read-only root)"
+    if v.family == "cuda":
+        checks += "; TensorFlow's GPU-library check (CPU fallback: no GPU here)"
+    return checks
 
 
 def markdown(matrix: Matrix) -> str:
     head = ["image `kerasenv:<id>`", "TensorFlow", "Keras", "Python", "GPU stack",
-            "min. NVIDIA driver", "notes"]
+            "min. NVIDIA driver", "checked by `.ci/run`", "notes"]
     rows = [head, ["---"] * len(head)] + [_row(matrix, v) for v in matrix.variants]
     return "\n".join("| " + " | ".join(r) + " |" for r in rows) + "\n"
 

@@ -54,11 +54,19 @@ def _stack(cuda: str, toolkit_release: str, suffix: str, **pins: str) -> CudaSta
 
 # tensorflow 2.14.x `and-cuda` (cu11). The extra also pulls tensorrt==8.5.3.1, which
 # we leave out (no TensorRT in our images), so the wheels are listed rather than the extra.
+# One addition to the extra: NVRTC 11.8.89 (CUDA 11.8 GA, the same release as the other
+# wheels). cuDNN 8.7's libcudnn_ops_infer/libcudnn_cnn_infer dlopen `libnvrtc.so`, and the
+# extra has no cuda_nvrtc wheel, so the first cuDNN call (every convolution) aborts with
+# "Could not load library libcudnn_ops_infer.so.8. Error: libnvrtc.so: cannot open shared
+# object file" (seen in kerasenv:tf2.14-cuda11.8 before this pin; the same error from pip's
+# cuDNN 8 wheels in AUTOMATIC1111/stable-diffusion-webui#10230, fixed by a libnvrtc.so link
+# in facefusion/facefusion-docker#9). The image links libnvrtc.so to the wheel's
+# libnvrtc.so.11.2 (the ld.so.conf.d step of the Dockerfile template).
 CUDA_11_8 = _stack(
     "11.8", "11.8 GA", "cu11",
     cuda_runtime="11.8.89", cublas="11.11.3.6", cuda_cupti="11.8.87", cuda_nvcc="11.8.89",
-    cudnn="8.7.0.84", cufft="10.9.0.58", curand="10.3.0.86", cusolver="11.4.1.48",
-    cusparse="11.7.5.86",
+    cuda_nvrtc="11.8.89", cudnn="8.7.0.84", cufft="10.9.0.58", curand="10.3.0.86",
+    cusolver="11.4.1.48", cusparse="11.7.5.86",
 )
 # tensorflow 2.15.0.post1 / 2.15.1 `and-cuda`. Runtime 12.2.140 is CUDA 12.2 Update 2.
 CUDA_12_2 = _stack(
@@ -114,6 +122,10 @@ class TensorflowRelease:
 
 
 _CC_2_14 = ("sm_35", "sm_50", "sm_60", "sm_70", "sm_75", "compute_80")
+# TF 2.15 dropped Kepler (sm_35): tf.sysconfig.get_build_info() of the tensorflow 2.15.1
+# wheel reports exactly these (measured in kerasenv:tf2.15-cuda12.2; the acceptance suite
+# compares the label with it, which is how the sm_35 we used to claim was caught).
+_CC_2_15 = ("sm_50", "sm_60", "sm_70", "sm_75", "compute_80")
 _CC_2_16 = ("sm_50", "sm_60", "sm_70", "sm_80", "compute_90")
 _CC_2_17 = ("sm_60", "sm_70", "sm_80", "sm_89", "compute_90")
 
@@ -128,7 +140,7 @@ TENSORFLOW_RELEASES: Mapping[str, TensorflowRelease] = MappingProxyType({
     for r in (
         _release("2.14.0", "3.9-3.11", 2, CUDA_11_8, NcclRule(exact="2.16.5"), _CC_2_14),
         _release("2.14.1", "3.9-3.11", 2, CUDA_11_8, NcclRule(exact="2.16.5"), _CC_2_14),
-        _release("2.15.1", "3.9-3.11", 2, CUDA_12_2, NcclRule(exact="2.16.5"), _CC_2_14),
+        _release("2.15.1", "3.9-3.11", 2, CUDA_12_2, NcclRule(exact="2.16.5"), _CC_2_15),
         _release("2.16.1", "3.9-3.12", 3, CUDA_12_3, NcclRule(exact="2.19.3"), _CC_2_16),
         _release("2.16.2", "3.9-3.12", 3, CUDA_12_3, NcclRule(exact="2.19.3"), _CC_2_16),
         _release("2.17.0", "3.9-3.12", 3, CUDA_12_3, NcclRule(exact="2.19.3"), _CC_2_17),

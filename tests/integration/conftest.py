@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -52,6 +53,25 @@ def built_images(docker, matrix):
     """Build the test variants through the CLI (Docker's layer cache makes reruns quick)."""
     result = kerasenv("build", *BUILT_IN_TESTS, timeout=3600)
     return {line.split("\t")[0]: line for line in result.stdout.splitlines() if "\t" in line}
+
+
+def default_signal_dispositions() -> None:
+    """preexec_fn for a CLI a test signals: SIGINT back to its default.
+
+    A shell starts background jobs with SIGINT ignored, the child inherits that, and
+    Python then installs no KeyboardInterrupt handler, so a test that sends SIGINT would
+    see nothing happen. Resetting it in the child makes the test independent of how the
+    suite was started."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def start_cli(*args: str, **kwargs) -> subprocess.Popen:
+    """Start the real CLI in the background (stdout/stderr piped) for a test that signals it."""
+    kwargs.setdefault("stdout", subprocess.PIPE)
+    kwargs.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", "kerasenv", *args], cwd=REPO, text=True,
+                            preexec_fn=default_signal_dispositions, **kwargs)
 
 
 def free_port() -> int:

@@ -45,17 +45,7 @@ MUST_FAIL = {
 
 @pytest.fixture(scope="module")
 def broken_image(docker, built_images):
-    context = io.BytesIO()
-    import tarfile
-
-    with tarfile.open(fileobj=context, mode="w") as tar:
-        data = BROKEN_DOCKERFILE.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    context.seek(0)
-    docker.images.build(fileobj=context, custom_context=True, tag=BROKEN_TAG, rm=True, forcerm=True,
-                        labels={docker_client.PROJECT_LABEL: "kerasenv"})
+    build_from_text(docker, BROKEN_DOCKERFILE, BROKEN_TAG)
     yield BROKEN_TAG
     docker.images.remove(BROKEN_TAG, force=True)
 
@@ -71,3 +61,44 @@ def test_acceptance_suite_fails_each_broken_property(broken_image):
     assert missing == {}, f"checks that did not catch their breakage:\n{proc.stdout[-4000:]}"
     assert proc.returncode == 1
     assert "ERROR " not in proc.stdout, "a check errored instead of failing"
+
+
+# The default GPU image as it was before the ld.so.conf.d step (TF 2.21's RUNPATH lacks
+# nvidia/cusolver/lib): TensorFlow's own library check must catch it.
+NO_LOADER_CONFIG_TAG = "kerasenv-test/broken:cuda-no-ldconfig"
+NO_LOADER_CONFIG_DOCKERFILE = """\
+FROM kerasenv:tf2.21-cuda12.5
+USER root
+RUN rm /etc/ld.so.conf.d/kerasenv-cuda-wheels.conf && ldconfig
+USER 1000:1000
+"""
+
+
+def build_from_text(docker, dockerfile: str, tag: str) -> None:
+    import tarfile
+
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        data = dockerfile.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    context.seek(0)
+    docker.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
+                        labels={docker_client.PROJECT_LABEL: "kerasenv"})
+
+
+def test_tensorflow_library_check_fails_on_an_image_whose_loader_cannot_find_cusolver(docker, built_images):
+    build_from_text(docker, NO_LOADER_CONFIG_DOCKERFILE, NO_LOADER_CONFIG_TAG)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "smoke_tests/test_tf_gpu_libraries.py", "--image", NO_LOADER_CONFIG_TAG,
+             "-q", "-rfE", "-p", "no:cacheprovider", "-k", "try_dlopen_cuda_libraries_succeeds or open_later"],
+            cwd=REPO, capture_output=True, text=True, timeout=900)
+    finally:
+        docker.images.remove(NO_LOADER_CONFIG_TAG, force=True)
+    assert proc.returncode == 1, proc.stdout[-4000:]
+    assert "FAILED smoke_tests/test_tf_gpu_libraries.py::test_tensorflow_try_dlopen_cuda_libraries_succeeds" in proc.stdout
+    assert "TensorFlow cannot dlopen libcusolver.so.11" in proc.stdout
+    # NVRTC sits outside cuDNN's directory: without the loader configuration cuDNN cannot open it
+    assert "nvrtc" in proc.stdout and "libnvrtc.so.12" in proc.stdout

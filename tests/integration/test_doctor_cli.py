@@ -28,8 +28,17 @@ def test_doctor_container_probe_reports_that_docker_cannot_give_the_gpu(built_im
     proc = kerasenv("doctor", "--container", matrix.default_gpu, "--json", check=False)
     assert proc.returncode == 3, proc.stderr
     container = json.loads(proc.stdout)["container"]
-    assert container["status"] == {"nvidia_smi_l": "FAIL", "tf_gpus": "FAIL"}
+    assert container["status"] == {"nvidia_smi_l": "FAIL", "tf_gpus": "FAIL", "tf_gpu_libraries": "PASS"}
     assert "NVIDIA Container Toolkit" in container["nvidia_smi_l"]
+    # TensorFlow's own library check needs no GPU: it ran in a container without one
+    assert container["tf_gpu_libraries"].startswith("TryDlopenCUDALibraries() OK")
+
+
+def test_doctor_container_text_has_one_line_for_the_library_check(built_images, docker, matrix):
+    proc = kerasenv("doctor", "--container", matrix.default_gpu, check=False)
+    assert proc.returncode == 3, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if "container tf_gpu_libraries" in line]
+    assert len(lines) == 1 and lines[0].startswith("PASS  container tf_gpu_libraries TryDlopenCUDALibraries() OK")
 
 
 def test_doctor_with_a_replayed_h100_host_names_the_driver_fix(docker):

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
-from .conftest import REPO, kerasenv
+from .conftest import kerasenv, start_cli
 
 
 def test_two_workers_train_in_lockstep_and_the_chief_reports_two_workers(built_images, docker, matrix, tmp_path):
@@ -29,10 +27,11 @@ def test_two_workers_train_in_lockstep_and_the_chief_reports_two_workers(built_i
 
 
 def test_killing_a_worker_fails_the_run_quickly_with_a_clear_message(built_images, docker, matrix, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "kerasenv", "multiworker", matrix.default_cpu, "--workers", "2",
-                             "--runs-dir", str(tmp_path / "runs"), "--", "--epochs", "500"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    selector = {"label": ["io.kerasenv.kind=multiworker"], "name": "-1"}
+    proc = start_cli("multiworker", matrix.default_cpu, "--workers", "2",
+                     "--runs-dir", str(tmp_path / "runs"), "--", "--epochs", "500")
+    # Docker's name filter is a regular expression searched in the name: "-1" alone also
+    # matched worker 0 whenever the run's tag held "-1" (a flake seen in CI).
+    selector = {"label": ["io.kerasenv.kind=multiworker"], "name": r"^/?kerasenv-mw-.*-1$"}
     deadline = time.monotonic() + 180
     victim = None
     while victim is None:

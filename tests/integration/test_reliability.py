@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 import uuid
 
@@ -15,14 +14,9 @@ import pytest
 
 from kerasenv import docker_client
 
-from .conftest import REPO, TEST_LABEL, kerasenv
+from .conftest import REPO, TEST_LABEL, kerasenv, start_cli
 
 SMOKE = "/opt/kerasenv/smoke_train.py"
-
-
-def start_cli(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "kerasenv", *args], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def containers_of(docker, proc: subprocess.Popen, **filters) -> list:

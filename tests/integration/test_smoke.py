@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BUILT_IN_TESTS, REPO, kerasenv
+from .conftest import BUILT_IN_TESTS, REPO, kerasenv, start_cli
 
 SMOKE_LABEL = "io.kerasenv.kind=smoke"
 INVOKER_UID = 4321  # an unprivileged user with access to the Docker socket
@@ -109,8 +109,7 @@ def test_files_in_the_bind_mount_belong_to_the_invoking_user(built_images, matri
 
 
 def test_sigint_to_the_cli_removes_the_container(built_images, docker, matrix, runs):
-    proc = subprocess.Popen([sys.executable, "-m", "kerasenv", "smoke", matrix.default_cpu, "--runs-dir",
-                             str(runs), "--epochs", "200"], cwd=REPO, stderr=subprocess.PIPE, text=True)
+    proc = start_cli("smoke", matrix.default_cpu, "--runs-dir", str(runs), "--epochs", "200", stdout=None)
     deadline = time.monotonic() + 120
     mine = {"label": [SMOKE_LABEL, f"io.kerasenv.cli-pid={proc.pid}"]}
     while not docker.containers.list(filters={**mine, "status": "running"}):

@@ -21,7 +21,17 @@ def test_one_row_per_variant_in_matrix_order(real_matrix):
     assert len(body) == len(real_matrix.variants)
     for line, v in zip(body, real_matrix.variants):
         assert line.startswith(f"| `{v.id}`")
-        assert line.count(" | ") == 6
+        assert line.count(" | ") == 7
+
+
+def test_every_row_says_what_ci_checks_and_rocm_says_it_is_not_built(real_matrix):
+    body = dict(zip(real_matrix.ids, rows(table.markdown(real_matrix))))
+    for v in real_matrix.variants:
+        if v.family == "rocm":
+            assert "**not built here**" in body[v.id] and "Docker Hub" in body[v.id]
+        else:
+            assert "built; default command offline; acceptance suite; user script" in body[v.id]
+            assert ("TensorFlow's GPU-library check" in body[v.id]) is (v.family == "cuda")
 
 
 def test_rows_show_driver_floors(real_matrix):

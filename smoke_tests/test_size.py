@@ -1,0 +1,12 @@
+"""The image fits the size budget its matrix entry sets (uncompressed, as `docker images`)."""
+
+from __future__ import annotations
+
+FAMILIES = {"cpu", "cuda"}  # ROCm: AMD's base image sets the size, no budget of ours
+
+
+def test_image_is_within_its_size_budget(image, target):
+    budget_mb = target.variant.size_budget_mb
+    assert budget_mb, f"{target.variant.id} has no size_budget_mb in images/matrix.toml"
+    size_mb = image.attrs["Size"] / 1e6
+    assert size_mb <= budget_mb, f"{size_mb:.0f} MB > budget {budget_mb} MB"

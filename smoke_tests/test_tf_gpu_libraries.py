@@ -1,0 +1,109 @@
+"""CUDA images: TensorFlow's own GPU-library check passes, for every user and environment.
+
+TensorFlow registers a GPU only if `TryDlopenCUDALibraries()` can dlopen cudart, cuBLAS,
+cuBLASLt, cuFFT, cuSOLVER, cuSPARSE and cuDNN. No GPU is needed to call it, so these
+tests call that very function (src/kerasenv/gpu_libraries_probe.py) and then load what TF
+and cuDNN open later: cuDNN's sub-libraries, NVRTC, NCCL, CUPTI, nvJitLink.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kerasenv import gpu_libraries_probe
+
+from .conftest import run_once
+
+FAMILIES = {"cuda"}
+SITE = "/opt/venv/lib/python{python}/site-packages/nvidia/"
+# What TryDlopenCUDALibraries() opens (tsl/platform/default/dso_loader.cc), by library dir.
+TRY_DLOPEN_LIBRARIES = ("cuda_runtime", "cublas", "cufft", "cusolver", "cusparse", "cudnn")
+
+
+def parse(code: int, out: str) -> dict:
+    """The probe's JSON line (the last output line that is a JSON object)."""
+    assert code == 0, f"probe exited {code}:\n{out[-3000:]}"
+    for line in reversed(out.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise AssertionError(f"the probe printed no JSON:\n{out[-3000:]}")
+
+
+def probe_in(box_or_run, **kwargs) -> dict:
+    return parse(*box_or_run(["python", "-c", gpu_libraries_probe.source()], **kwargs))
+
+
+@pytest.fixture(scope="module")
+def probe(box):
+    """The check as the image's default user, in the module's container."""
+    return probe_in(box.exec)
+
+
+def fresh(docker, target, command: list[str], **kwargs) -> tuple[int, str]:
+    code, out, err = run_once(docker, target.ref, command, network_mode="none", **kwargs)
+    return code, out + err
+
+
+def test_tensorflow_try_dlopen_cuda_libraries_succeeds(probe):
+    assert probe["symbol"] is not None, "TryDlopenCUDALibraries() not found in libtensorflow_framework.so.2"
+    assert probe["try_dlopen_ok"], (probe["failed"], probe["log"])
+
+
+def test_tensorflow_loaded_each_gpu_library_from_the_pinned_wheels(probe, target):
+    site = SITE.format(python=target.variant.python)
+    loaded_dirs = {path[len(site):].split("/")[0] for path in probe["loaded_by_tensorflow"].values()
+                   if path.startswith(site)}
+    missing = [d for d in TRY_DLOPEN_LIBRARIES if d not in loaded_dirs]
+    assert missing == [], f"not mapped after the check: {missing}; mapped: {probe['loaded_by_tensorflow']}"
+    outside = {n: p for n, p in probe["loaded_by_tensorflow"].items() if not p.startswith(site)}
+    assert outside == {}, "a CUDA library came from outside the pinned wheels"
+
+
+@pytest.mark.parametrize("group", ["cudnn", "nvrtc", "nccl", "cupti", "nvjitlink"])
+def test_libraries_tensorflow_and_cudnn_open_later_load_by_soname(probe, target, group):
+    if group == "nvjitlink" and probe["cuda_major"] == "11":
+        assert "nvjitlink" not in probe["later"]  # CUDA 11.8's stack has no nvJitLink
+        return
+    libs = probe["later"][group]
+    assert libs, f"no {group} library expected: the probe's list is empty"
+    failed = {name: r["error"] for name, r in libs.items() if not r["ok"]}
+    assert failed == {}, f"{group}: cannot dlopen"
+    site = SITE.format(python=target.variant.python)
+    outside = {name: r["path"] for name, r in libs.items() if not (r["path"] or "").startswith(site)}
+    assert outside == {}, f"{group}: loaded from outside the pinned wheels"
+
+
+def test_cudnn_sublibraries_match_the_cudnn_major(probe, target):
+    cudnn_major = target.variant.cudnn.split(".")[0]
+    assert probe["cudnn_major"] == cudnn_major
+    assert list(probe["later"]["cudnn"]) == list(gpu_libraries_probe.CUDNN_SUBLIBRARIES[cudnn_major])
+
+
+def test_check_passes_under_an_arbitrary_uid_with_group_0(docker, target):
+    result = probe_in(lambda cmd: fresh(docker, target, cmd, user="23456:0"))
+    assert result["try_dlopen_ok"] and result["later_ok"], result["failed"]
+
+
+def test_check_passes_with_an_empty_environment(docker, target):
+    """`env -i`: no PATH, no LD_LIBRARY_PATH, nothing from the image's ENV."""
+    result = probe_in(lambda cmd: fresh(docker, target, ["env", "-i", "/opt/venv/bin/python", *cmd[1:]]))
+    assert result["try_dlopen_ok"] and result["later_ok"], result["failed"]
+
+
+def test_check_passes_in_a_subprocess(docker, target):
+    code = ("import subprocess, sys; "
+            "sys.exit(subprocess.run([sys.executable, '-c', sys.argv[1]]).returncode)")
+    result = probe_in(lambda cmd: fresh(docker, target, ["python", "-c", code, cmd[2]]))
+    assert result["try_dlopen_ok"] and result["later_ok"], result["failed"]
+
+
+def test_check_passes_after_the_container_toolkits_ldconfig(docker, target):
+    """The NVIDIA Container Toolkit reruns ldconfig in the container at start (to add the
+    driver's libraries); the image's configuration must survive a rebuilt cache."""
+    script = ("ldconfig && exec setpriv --reuid=1000 --regid=1000 --clear-groups "
+              "/opt/venv/bin/python -c \"$PROBE\"")
+    result = parse(*fresh(docker, target, ["bash", "-c", script], user="0",
+                          environment={"PROBE": gpu_libraries_probe.source()}))
+    assert result["try_dlopen_ok"] and result["later_ok"], result["failed"]

@@ -1,0 +1,203 @@
+"""TensorFlow's own GPU-library check, run inside a CUDA image; no GPU is needed.
+
+TensorFlow registers no GPU unless `tsl::internal::DsoLoader::TryDlopenCUDALibraries()`
+(in libtensorflow_framework.so.2) can dlopen cudart, cuBLAS, cuBLASLt, cuFFT, cuSOLVER,
+cuSPARSE and cuDNN: gpu_device.cc calls it and otherwise logs "Cannot dlopen some GPU
+libraries ... Skipping registering GPU devices". This probe calls that very function
+through ctypes, then loads what TensorFlow and cuDNN open later, by soname, the way they
+do it: cuDNN's sub-libraries, NVRTC (which cuDNN dlopens for runtime-compiled kernels),
+NCCL (multi-GPU), CUPTI (the profiler), nvJitLink. Each load goes through the dynamic
+loader's normal search, and /proc/self/maps shows which file was mapped.
+
+This file is sent into the container as `python -c` source (`source()` below), so it
+imports nothing of kerasenv. Run as a program it prints one JSON line; with
+`--devices` it also lists TensorFlow's physical GPUs and nvidia-smi -L
+(`kerasenv doctor --container`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# The mangled name of TryDlopenCUDALibraries(): tsl:: since TF 2.12 (tsl/platform/default/
+# dso_loader.cc); tensorflow:: in older releases.
+SYMBOLS = (
+    "_ZN3tsl8internal9DsoLoader22TryDlopenCUDALibrariesEv",
+    "_ZN10tensorflow8internal9DsoLoader22TryDlopenCUDALibrariesEv",
+)
+
+# cuDNN loads its sub-libraries on first use, not at dlopen of libcudnn.so.N.
+CUDNN_SUBLIBRARIES = {
+    "8": ("libcudnn_ops_infer.so.8", "libcudnn_ops_train.so.8", "libcudnn_cnn_infer.so.8",
+          "libcudnn_cnn_train.so.8", "libcudnn_adv_infer.so.8", "libcudnn_adv_train.so.8"),
+    "9": ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9",
+          "libcudnn_heuristic.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9", "libcudnn_adv.so.9"),
+}
+_LOG_LINE = re.compile(r"(Could not load dynamic library|Successfully opened dynamic library|Cannot dlopen)")
+
+
+def status_is_ok(rep: int) -> bool:
+    """Decode the absl::Status (tsl::Status) the function returned through its hidden pointer.
+
+    OK is an inlined representation: 1 in current abseil (CodeToInlinedRep(kOk)), 0 in
+    the older tsl::Status (a null unique_ptr). Any error that carries a message is a heap
+    pointer, which is never 0 or 1."""
+    return rep in (0, 1)
+
+
+def expected_libraries(cuda_major: str, cudnn_major: str, lib_files: list[str]) -> dict[str, list[str]]:
+    """Sonames TF and cuDNN dlopen after TryDlopenCUDALibraries(), by purpose.
+
+    lib_files are the basenames found in the wheels' nvidia/*/lib directories: CUPTI's and
+    NVRTC's sonames carry the toolkit version on CUDA 11 (libcupti.so.11.8, libnvrtc.so.11.2)."""
+    def named(prefix: str) -> list[str]:
+        return sorted(f for f in lib_files if f.startswith(prefix + ".so."))
+
+    groups = {
+        "cudnn": list(CUDNN_SUBLIBRARIES.get(cudnn_major, ())),
+        # cuDNN dlopens NVRTC by its unversioned name (cuDNN 8 only that; cuDNN 9's
+        # libcudnn_graph.so.9 also tries libnvrtc.so.<major>).
+        "nvrtc": ["libnvrtc.so"] + (named("libnvrtc") if cuda_major == "11" else [f"libnvrtc.so.{cuda_major}"]),
+        "nccl": ["libnccl.so.2"],
+        "cupti": named("libcupti") or [f"libcupti.so.{cuda_major}"],
+    }
+    if cuda_major != "11":  # CUDA 11.8's stack has no nvJitLink
+        groups["nvjitlink"] = [f"libnvJitLink.so.{cuda_major}"]
+    return groups
+
+
+def mapped_libraries() -> dict[str, str]:
+    """basename -> path of every shared object mapped into this process."""
+    out: dict[str, str] = {}
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
+            if ".so" in path and path.startswith("/"):
+                out.setdefault(os.path.basename(path), path)
+    return out
+
+
+class _LinkMap(ctypes.Structure):
+    _fields_ = [("l_addr", ctypes.c_void_p), ("l_name", ctypes.c_char_p)]
+
+
+def loaded_path(handle: int) -> str | None:
+    """The file the dynamic loader opened for a dlopen handle (dlinfo RTLD_DI_LINKMAP)."""
+    libc = ctypes.CDLL(None)
+    link_map = ctypes.POINTER(_LinkMap)()
+    if libc.dlinfo(ctypes.c_void_p(handle), 2, ctypes.byref(link_map)) != 0:  # 2: RTLD_DI_LINKMAP
+        return None
+    name = link_map.contents.l_name
+    return os.path.realpath(name.decode()) if name else None
+
+
+def dlopen(soname: str) -> dict:
+    """Load a library by soname through the loader's normal search, as TF and cuDNN do."""
+    try:
+        handle = ctypes.CDLL(soname)._handle
+    except OSError as exc:
+        return {"ok": False, "error": str(exc)}
+    return {"ok": True, "path": loaded_path(handle)}
+
+
+def _capture_stderr():
+    """Point fd 2 at a temp file (TF's C++ logging writes there); return (restore, read)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = tempfile.TemporaryFile(mode="w+b")
+    os.dup2(log.fileno(), 2)
+
+    def restore() -> str:
+        os.dup2(saved, 2)
+        os.close(saved)
+        log.seek(0)
+        return log.read().decode(errors="replace")
+
+    return restore
+
+
+def check(with_devices: bool = False) -> dict:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")
+    os.environ.setdefault("TF_CPP_MAX_VLOG_LEVEL", "1")
+    restore = _capture_stderr()
+    try:
+        import tensorflow as tf
+
+        framework = os.path.join(os.path.dirname(tf.__file__), "libtensorflow_framework.so.2")
+        lib = ctypes.CDLL(framework)
+        symbol = next((s for s in SYMBOLS if hasattr(lib, s)), None)
+        rep = None
+        if symbol is not None:
+            fn = getattr(lib, symbol)
+            fn.restype = None
+            fn.argtypes = [ctypes.c_void_p]
+            status = (ctypes.c_uint64 * 4)()  # absl::Status is one word; spare room
+            fn(ctypes.addressof(status))
+            rep = int(status[0])
+        loaded_by_tf = mapped_libraries()
+        info = dict(tf.sysconfig.get_build_info())
+        cuda_major = str(info.get("cuda_version", "")).split(".")[0]
+        cudnn_major = str(info.get("cudnn_version", "")).split(".")[0]
+        site = os.path.join(os.path.dirname(os.path.dirname(tf.__file__)), "nvidia")
+        lib_files = sorted({os.path.basename(p) for p in glob.glob(os.path.join(site, "*", "lib", "lib*.so*"))})
+        groups = expected_libraries(cuda_major, cudnn_major, lib_files)
+        later = {group: {name: dlopen(name) for name in names} for group, names in groups.items()}
+        devices = None
+        if with_devices:
+            devices = [d.name for d in tf.config.list_physical_devices("GPU")]
+    finally:
+        log = restore()
+    ok = symbol is not None and rep is not None and status_is_ok(rep)
+    nvidia = {name: path for name, path in loaded_by_tf.items() if "/nvidia/" in path}
+    result = {
+        "symbol": symbol,
+        "status_rep": rep,
+        "try_dlopen_ok": ok,
+        "loaded_by_tensorflow": dict(sorted(nvidia.items())),
+        "log": [line.strip() for line in log.splitlines() if _LOG_LINE.search(line)],
+        "cuda_major": cuda_major,
+        "cudnn_major": cudnn_major,
+        "later": later,
+        "later_ok": all(r["ok"] for group in later.values() for r in group.values()),
+    }
+    result["failed"] = summarize(result)
+    if with_devices:
+        smi = shutil.which("nvidia-smi")
+        result["tf_gpus"] = devices
+        result["nvidia_smi_l"] = (subprocess.run([smi, "-L"], capture_output=True, text=True).stdout.strip()
+                                  if smi else None)
+    return result
+
+
+def summarize(result: dict) -> list[str]:
+    """One short phrase per failure: what could not be loaded, and TF's own words for it."""
+    failed = []
+    if result["symbol"] is None:
+        failed.append("TryDlopenCUDALibraries() not found in libtensorflow_framework.so.2")
+    elif not result["try_dlopen_ok"]:
+        missing = [m.group(1) for line in result["log"]
+                   for m in [re.search(r"Could not load dynamic library '([^']+)'", line)] if m]
+        failed.append("TensorFlow cannot dlopen " + (", ".join(dict.fromkeys(missing)) or "its GPU libraries"))
+    for group, libs in result["later"].items():
+        for name, r in libs.items():
+            if not r["ok"]:
+                failed.append(f"{group}: {name} ({r['error']})")
+    return failed
+
+
+def source() -> str:
+    """This module's source, to run inside a container with `python -c`."""
+    with open(__file__) as f:
+        return f.read()
+
+
+if __name__ == "__main__":
+    print(json.dumps(check(with_devices="--devices" in sys.argv[1:])))
