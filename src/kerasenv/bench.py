@@ -182,16 +182,14 @@ def host_info(client=None, host_gpus=None) -> dict:
     return info
 
 
-def docker_can_give_gpus(client) -> bool:
-    """The NVIDIA runtime registered in Docker, or a CDI spec for NVIDIA (as `kerasenv run` checks)."""
-    from . import doctor
+def docker_can_give_gpus(client, image: str | None = None) -> bool:
+    """Docker's own answer to `--gpus all` (docker_gpus.ask, as `kerasenv run` and doctor use)."""
+    from . import docker_gpus
 
     try:
-        runtimes = (client.info().get("Runtimes") or {}).keys()
-    except Exception:  # noqa: BLE001
-        runtimes = []
-    cdi = any(os.path.isdir(d) and any(f.startswith("nvidia") for f in os.listdir(d)) for d in doctor.CDI_SPEC_DIRS)
-    return "nvidia" in runtimes or cdi
+        return bool(docker_gpus.ask(client, image).available)
+    except Exception:  # noqa: BLE001 - Docker trouble: no GPUs; starting the bench reports it
+        return False
 
 
 def plan_devices(v: Variant, gpus: str | list[int], host_gpus, docker_gpus: bool, say=lambda m: None) -> list[Device]:

@@ -372,7 +372,7 @@ def _cmd_bench(args, matrix: Matrix) -> int:
     root = args.output_dir or bench.BENCH_ROOT
     client = docker_client.client()
     host_gpus = doctor.probe_nvidia()
-    docker_gpus = bench.docker_can_give_gpus(client)
+    docker_gpus = gpus != "none" and bench.docker_can_give_gpus(client)
     if v is None:
         can_gpu = gpus != "none" and host_gpus.present and not host_gpus.error and bool(host_gpus.gpus) and docker_gpus
         can_gpu = can_gpu or gpus not in ("auto", "none")  # GPUs asked for: a GPU image, or the reason there is none
@@ -509,20 +509,19 @@ def _resolve_run_variant(args, matrix: Matrix, client):
 
 
 def _gpus_for(v, spec: str, client) -> str:
-    """--gpus auto: all GPUs when Docker can hand them out, else none (CPU fallback)."""
+    """--gpus auto: all GPUs when Docker can hand them out (asked of Docker), else none."""
     if spec != "auto":
         return spec
     if v.family == "rocm":
         return "all"
     if v.family != "cuda":
         return "none"
-    runtimes = (client.info().get("Runtimes") or {}).keys()
-    from . import doctor
+    from . import docker_gpus
 
-    cdi = any(os.path.isdir(d) and any(f.startswith("nvidia") for f in os.listdir(d)) for d in doctor.CDI_SPEC_DIRS)
-    if "nvidia" in runtimes or cdi:
+    answer = docker_gpus.ask(client, v.image_ref)
+    if answer.available:
         return "all"
-    print("kerasenv: no NVIDIA runtime in Docker: running without a GPU (--gpus all to insist)", file=sys.stderr)
+    print(f"kerasenv: running without a GPU: {answer.explain()} (--gpus all to insist)", file=sys.stderr)
     return "none"
 
 

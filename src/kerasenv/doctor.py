@@ -13,11 +13,11 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 
 from . import nvidia_smi
+from .docker_gpus import CDI_SPEC_DIRS  # noqa: F401  (re-exported: one list, also the probe's hints)
 from .matrix import Matrix, Variant
 from .nvidia_drivers import driver_tuple
 
 PASS, WARN, FAIL, INFO = "PASS", "WARN", "FAIL", "INFO"
-CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 TOOLKIT_FIX = ("install the NVIDIA Container Toolkit, then `sudo nvidia-ctk runtime configure "
                "--runtime=docker && sudo systemctl restart docker`")
 
@@ -38,6 +38,9 @@ class HostFacts:
     cdi_specs: list[str] = field(default_factory=list)
     rocm_devices: dict[str, bool] = field(default_factory=dict)
     shm_bytes: int | None = None
+    # Docker's own answer to `--gpus all` (docker_gpus.ask); None: not asked (e.g. a
+    # replayed host in tests), and then the runtime/CDI hints above decide, as before.
+    docker_gpus: object | None = None
 
 
 # --- gathering ---------------------------------------------------------------------------
@@ -91,12 +94,16 @@ def probe_nvidia(exe: str | None = None) -> nvidia_smi.HostGpus:
     return nvidia_smi.merge(host, rows, listed)
 
 
-def gather(client_factory, nvidia_exe: str | None = None) -> HostFacts:
+def gather(client_factory, nvidia_exe: str | None = None, ask_docker: bool = True) -> HostFacts:
     facts = HostFacts(nvidia=probe_nvidia(nvidia_exe))
     try:
         client = client_factory()
         info = client.info()
         facts.docker_runtimes = sorted((info.get("Runtimes") or {}).keys())
+        if ask_docker:
+            from . import docker_gpus
+
+            facts.docker_gpus = docker_gpus.ask(client)
     except Exception as exc:  # DockerUnavailable carries the one-line fix
         facts.docker_error = getattr(exc, "message", str(exc))
     for folder in CDI_SPEC_DIRS:
@@ -145,7 +152,17 @@ def host_checks(facts: HostFacts) -> list[Check]:
         for note in nv.notes:
             checks.append(Check(INFO, "nvidia-smi", note))
     gpus_here = nv.present and not nv.error and bool(nv.gpus)
-    if "nvidia" in facts.docker_runtimes or facts.cdi_specs:
+    answer = facts.docker_gpus
+    if answer is not None and answer.available is not None:
+        if answer.available:
+            checks.append(Check(PASS, "container-toolkit", answer.detail))
+        elif gpus_here:
+            checks.append(Check(FAIL, "container-toolkit", f"containers cannot get the GPU: {answer.explain()}",
+                                TOOLKIT_FIX))
+        else:
+            checks.append(Check(INFO, "container-toolkit", "Docker cannot give GPUs to containers (not needed "
+                                                           f"without a GPU): {answer.detail}"))
+    elif "nvidia" in facts.docker_runtimes or facts.cdi_specs:
         how = "nvidia runtime registered in Docker" if "nvidia" in facts.docker_runtimes else \
               f"CDI spec {', '.join(facts.cdi_specs)}"
         checks.append(Check(PASS, "container-toolkit", how))

@@ -18,6 +18,28 @@ def test_doctor_on_this_host_passes_docker_and_recommends_the_cpu_image(docker, 
     assert report["recommended"] == matrix.default_cpu and report["gpu_usable"] is False
 
 
+def test_doctor_asks_docker_itself_and_reports_its_real_refusal_here(docker):
+    """No NVIDIA Container Toolkit here: Docker's own answer to --gpus all is the "no"."""
+    from kerasenv import docker_client, docker_gpus
+
+    docker_gpus.forget()
+    answer = docker_gpus.ask(docker_client.client())
+    assert answer.available is False
+    assert "could not select device driver" in answer.detail
+    checks = {c["name"]: c for c in json.loads(kerasenv("doctor", "--json").stdout)["host"]}
+    toolkit = checks["container-toolkit"]
+    assert toolkit["status"] == "INFO" and "could not select device driver" in toolkit["message"]
+    left = docker.containers.list(all=True, filters={"label": "io.kerasenv.kind=gpu-probe"})
+    assert left == [], "the probe container must be removed"
+
+
+def test_run_with_gpus_auto_falls_back_to_the_cpu_on_dockers_answer(built_images, docker, matrix, tmp_path):
+    proc = kerasenv("run", matrix.default_gpu, "--runs-dir", str(tmp_path / "runs"), "--",
+                    "python", "-c", "print('ran')", check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "running without a GPU: Docker refused --gpus all: could not select device driver" in proc.stderr
+
+
 def test_doctor_require_gpu_exits_3_without_a_gpu(docker):
     proc = kerasenv("doctor", "--require-gpu", check=False)
     assert proc.returncode == 3
