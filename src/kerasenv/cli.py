@@ -296,6 +296,10 @@ def _cmd_clean(args, matrix: Matrix) -> int:
                 client.images.remove(v.image_ref)
                 print(f"removed image {v.image_ref}")
         reclaimed += _prune_dangling(client, label)
+        # The PTX JIT caches belong to the images (kept by plain `clean`: they are caches).
+        for volume in client.volumes.list(filters={"label": "io.kerasenv.kind=cuda-cache"}):
+            volume.remove()
+            print(f"removed volume {volume.name}")
     print(f"clean: {removed} container(s), {reclaimed / 1e6:.0f} MB reclaimed")
     return 0
 
@@ -450,9 +454,11 @@ def _container_probe(v, gpus: str) -> dict:
                    "smi = shutil.which('nvidia-smi')\n"
                    "out = subprocess.run([smi, '-L'], capture_output=True, text=True).stdout.strip() if smi else None\n"
                    "print(json.dumps({'nvidia_smi_l': out, 'tf_gpus': [d.name for d in tf.config.list_physical_devices('GPU')]}))"]
+    started = True
     try:
         data = _probe_json(client, v, command, gpus)
     except KerasenvError as exc:
+        started = False
         data = {"nvidia_smi_l": exc.message, "tf_gpus": []}
         if v.family == "cuda":
             try:
@@ -460,8 +466,8 @@ def _container_probe(v, gpus: str) -> dict:
                 data.update({k: libraries[k] for k in ("failed", "later") if k in libraries})
             except KerasenvError:
                 pass
-    data["status"] = {"nvidia_smi_l": "PASS" if data.get("nvidia_smi_l") else "FAIL",
-                      "tf_gpus": "PASS" if data.get("tf_gpus") else "FAIL"}
+    data["status"] = {"nvidia_smi_l": "PASS" if started and data.get("nvidia_smi_l") else "FAIL",
+                      "tf_gpus": "PASS" if started and data.get("tf_gpus") else "FAIL"}
     if v.family == "cuda":
         data["tf_gpu_libraries"], data["status"]["tf_gpu_libraries"] = gpu_library_verdict(data, v)
     return data

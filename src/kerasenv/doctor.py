@@ -1,7 +1,8 @@
 """`kerasenv doctor`: host preflight and a compatibility verdict for every variant.
 
 Gathering (running nvidia-smi, asking Docker) is kept apart from judging, so the
-verdicts are unit-tested against recorded real nvidia-smi outputs
+verdicts are unit-tested against recorded nvidia-smi outputs (public captures, and a
+simulator's for some hosts: tests/fixtures/nvidia-smi/SIMULATED)
 (tests/fixtures/nvidia-smi/).
 """
 
@@ -41,6 +42,7 @@ class HostFacts:
     # Docker's own answer to `--gpus all` (docker_gpus.ask); None: not asked (e.g. a
     # replayed host in tests), and then the runtime/CDI hints above decide, as before.
     docker_gpus: object | None = None
+    cuda_cache_volumes: list[str] = field(default_factory=list)  # the JIT-cache volumes present
 
 
 # --- gathering ---------------------------------------------------------------------------
@@ -104,6 +106,8 @@ def gather(client_factory, nvidia_exe: str | None = None, ask_docker: bool = Tru
             from . import docker_gpus
 
             facts.docker_gpus = docker_gpus.ask(client)
+            facts.cuda_cache_volumes = sorted(v.name for v in client.volumes.list(
+                filters={"label": "io.kerasenv.kind=cuda-cache"}))
     except Exception as exc:  # DockerUnavailable carries the one-line fix
         facts.docker_error = getattr(exc, "message", str(exc))
     for folder in CDI_SPEC_DIRS:
@@ -177,6 +181,11 @@ def host_checks(facts: HostFacts) -> list[Check]:
     else:
         missing = [p for p, ok in facts.rocm_devices.items() if not ok]
         checks.append(Check(INFO, "rocm", f"no AMD GPU ({', '.join(missing)} missing)"))
+    where = ", ".join(facts.cuda_cache_volumes) or "none yet (created on the first CUDA run)"
+    checks.append(Check(INFO, "cuda-jit-cache", "the driver's PTX JIT cache (Hopper/Blackwell kernels compiled on "
+                                                "first use) is kept in Docker volumes kerasenv-cuda-cache-<id>, "
+                                                "mounted at /var/cache/kerasenv/cuda by kerasenv run/smoke, the "
+                                                f"compose NVIDIA overrides and the GPU devcontainer; here: {where}"))
     if facts.shm_bytes is not None:
         checks.append(Check(INFO, "shm", f"host /dev/shm {facts.shm_bytes // 2**20} MiB; containers get their "
                                          "own: kerasenv passes --shm-size 2g (Docker's default is 64 MB)"))

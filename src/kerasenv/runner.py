@@ -23,6 +23,24 @@ from .matrix import Variant
 
 DEFAULT_SHM = "2g"
 RUNS_IN_CONTAINER = "/workspace/runs"
+# The driver's PTX JIT cache (CUDA_CACHE_PATH in the CUDA images): a named volume per image,
+# so kernels JIT-compiled for Hopper/Blackwell survive --rm and --user (HOME=/).
+CUDA_CACHE_IN_CONTAINER = "/var/cache/kerasenv/cuda"
+
+
+def cuda_cache_volume(v: Variant) -> str:
+    return f"kerasenv-cuda-cache-{v.id}"
+
+
+def ensure_cuda_cache(client, v: Variant) -> str:
+    """Create the image's JIT-cache volume with our labels (idempotent); its name.
+
+    Created empty, Docker fills it from the image's /var/cache/kerasenv/cuda on first mount,
+    mode 1777 included, so any UID can write it."""
+    name = cuda_cache_volume(v)
+    client.volumes.create(name=name, labels={PROJECT_LABEL: "kerasenv", "io.kerasenv.kind": "cuda-cache",
+                                             "io.kerasenv.variant": v.id})
+    return name
 EXIT_NO_GPU = 3
 
 
@@ -95,6 +113,8 @@ def run(client, v: Variant, command: list[str] | None, *, gpus: str | None, shm_
         raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}`{missing_hint}") from None
     user = user or default_user()
     volumes = dict(extra_volumes or {})
+    if v.family == "cuda":
+        volumes[ensure_cuda_cache(client, v)] = {"bind": CUDA_CACHE_IN_CONTAINER, "mode": "rw"}
     if runs_dir is not None:
         volumes[str(prepare_runs_dir(runs_dir, user))] = {"bind": RUNS_IN_CONTAINER, "mode": "rw"}
     name = f"kerasenv-{kind}-{v.id.replace('.', '-')}-{uuid.uuid4().hex[:8]}"

@@ -1,4 +1,5 @@
-"""Doctor verdicts against recorded real nvidia-smi outputs (tests/fixtures/nvidia-smi/).
+"""Doctor verdicts against recorded nvidia-smi outputs (tests/fixtures/nvidia-smi/): public
+captures, and for the H100/H200/GH200/multi-GPU hosts a simulator's output (listed in SIMULATED).
 
 The host is replayed by tests/fixtures/fake-nvidia-smi, which prints only what was
 recorded (SOURCES.md names each source) and refuses anything else.

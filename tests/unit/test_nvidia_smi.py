@@ -1,4 +1,5 @@
-"""nvidia-smi parsing over every recorded real output (R470 79-column to R550+ 91-column)."""
+"""nvidia-smi parsing over every recorded output (R470 79-column to R550+ 91-column); the
+simulator-sourced ones are listed in tests/fixtures/nvidia-smi/SIMULATED."""
 
 from __future__ import annotations
 
