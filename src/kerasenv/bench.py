@@ -182,12 +182,12 @@ def host_info(client=None, host_gpus=None) -> dict:
     return info
 
 
-def docker_can_give_gpus(client, image: str | None = None) -> bool:
+def docker_can_give_gpus(client) -> bool:
     """Docker's own answer to `--gpus all` (docker_gpus.ask, as `kerasenv run` and doctor use)."""
     from . import docker_gpus
 
     try:
-        return bool(docker_gpus.ask(client, image).available)
+        return bool(docker_gpus.ask(client).available)
     except Exception:  # noqa: BLE001 - Docker trouble: no GPUs; starting the bench reports it
         return False
 

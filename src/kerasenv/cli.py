@@ -446,14 +446,8 @@ def _container_probe(v, gpus: str) -> dict:
     from . import docker_client, gpu_libraries_probe
 
     client = docker_client.client()
-    if v.family == "cuda":
-        command = ["python", "-c", gpu_libraries_probe.source(), "--devices"]
-    else:
-        command = ["python", "-c",
-                   "import json, shutil, subprocess, tensorflow as tf\n"
-                   "smi = shutil.which('nvidia-smi')\n"
-                   "out = subprocess.run([smi, '-L'], capture_output=True, text=True).stdout.strip() if smi else None\n"
-                   "print(json.dumps({'nvidia_smi_l': out, 'tf_gpus': [d.name for d in tf.config.list_physical_devices('GPU')]}))"]
+    probe = ["python" if v.family != "rocm" else "python3", "-c", gpu_libraries_probe.source()]
+    command = probe + (["--devices"] if v.family == "cuda" else ["--devices-only"])
     started = True
     try:
         data = _probe_json(client, v, command, gpus)
@@ -462,7 +456,7 @@ def _container_probe(v, gpus: str) -> dict:
         data = {"nvidia_smi_l": exc.message, "tf_gpus": []}
         if v.family == "cuda":
             try:
-                libraries = _probe_json(client, v, command[:3], "none")
+                libraries = _probe_json(client, v, probe, "none")
                 data.update({k: libraries[k] for k in ("failed", "later") if k in libraries})
             except KerasenvError:
                 pass

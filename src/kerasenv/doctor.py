@@ -1,9 +1,8 @@
 """`kerasenv doctor`: host preflight and a compatibility verdict for every variant.
 
 Gathering (running nvidia-smi, asking Docker) is kept apart from judging, so the
-verdicts are unit-tested against recorded nvidia-smi outputs (public captures, and a
-simulator's for some hosts: tests/fixtures/nvidia-smi/SIMULATED)
-(tests/fixtures/nvidia-smi/).
+verdicts are unit-tested against recorded nvidia-smi outputs (tests/fixtures/nvidia-smi/:
+public captures, and a simulator's for the hosts listed in SIMULATED there).
 """
 
 from __future__ import annotations
@@ -96,18 +95,17 @@ def probe_nvidia(exe: str | None = None) -> nvidia_smi.HostGpus:
     return nvidia_smi.merge(host, rows, listed)
 
 
-def gather(client_factory, nvidia_exe: str | None = None, ask_docker: bool = True) -> HostFacts:
+def gather(client_factory, nvidia_exe: str | None = None) -> HostFacts:
     facts = HostFacts(nvidia=probe_nvidia(nvidia_exe))
     try:
         client = client_factory()
         info = client.info()
         facts.docker_runtimes = sorted((info.get("Runtimes") or {}).keys())
-        if ask_docker:
-            from . import docker_gpus
+        from . import docker_gpus
 
-            facts.docker_gpus = docker_gpus.ask(client)
-            facts.cuda_cache_volumes = sorted(v.name for v in client.volumes.list(
-                filters={"label": "io.kerasenv.kind=cuda-cache"}))
+        facts.docker_gpus = docker_gpus.ask(client)
+        facts.cuda_cache_volumes = sorted(v.name for v in client.volumes.list(
+            filters={"label": "io.kerasenv.kind=cuda-cache"}))
     except Exception as exc:  # DockerUnavailable carries the one-line fix
         facts.docker_error = getattr(exc, "message", str(exc))
     for folder in CDI_SPEC_DIRS:

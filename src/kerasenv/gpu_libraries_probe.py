@@ -11,8 +11,8 @@ loader's normal search, and /proc/self/maps shows which file was mapped.
 
 This file is sent into the container as `python -c` source (`source()` below), so it
 imports nothing of kerasenv. Run as a program it prints one JSON line; with
-`--devices` it also lists TensorFlow's physical GPUs and nvidia-smi -L
-(`kerasenv doctor --container`).
+`--devices` it also lists TensorFlow's physical GPUs and nvidia-smi -L, and with
+`--devices-only` it lists only those (`kerasenv doctor --container`, every family).
 """
 
 from __future__ import annotations
@@ -170,11 +170,19 @@ def check(with_devices: bool = False) -> dict:
     }
     result["failed"] = summarize(result)
     if with_devices:
-        smi = shutil.which("nvidia-smi")
-        result["tf_gpus"] = devices
-        result["nvidia_smi_l"] = (subprocess.run([smi, "-L"], capture_output=True, text=True).stdout.strip()
-                                  if smi else None)
+        result.update(gpu_devices(devices))
     return result
+
+
+def gpu_devices(tf_gpus: list[str] | None = None) -> dict:
+    """nvidia-smi -L and TensorFlow's physical GPUs, as the container sees them (any family)."""
+    if tf_gpus is None:
+        import tensorflow as tf
+
+        tf_gpus = [d.name for d in tf.config.list_physical_devices("GPU")]
+    smi = shutil.which("nvidia-smi")
+    listed = subprocess.run([smi, "-L"], capture_output=True, text=True).stdout.strip() if smi else None
+    return {"tf_gpus": tf_gpus, "nvidia_smi_l": listed}
 
 
 def summarize(result: dict) -> list[str]:
@@ -200,4 +208,9 @@ def source() -> str:
 
 
 if __name__ == "__main__":
-    print(json.dumps(check(with_devices="--devices" in sys.argv[1:])))
+    # --devices: also the GPUs; --devices-only: just those (CPU and ROCm images, which
+    # have no CUDA libraries to check).
+    if "--devices-only" in sys.argv[1:]:
+        print(json.dumps(gpu_devices()))
+    else:
+        print(json.dumps(check(with_devices="--devices" in sys.argv[1:])))

@@ -23,25 +23,10 @@ from .matrix import Variant
 
 DEFAULT_SHM = "2g"
 RUNS_IN_CONTAINER = "/workspace/runs"
+EXIT_NO_GPU = 3
 # The driver's PTX JIT cache (CUDA_CACHE_PATH in the CUDA images): a named volume per image,
 # so kernels JIT-compiled for Hopper/Blackwell survive --rm and --user (HOME=/).
 CUDA_CACHE_IN_CONTAINER = "/var/cache/kerasenv/cuda"
-
-
-def cuda_cache_volume(v: Variant) -> str:
-    return f"kerasenv-cuda-cache-{v.id}"
-
-
-def ensure_cuda_cache(client, v: Variant) -> str:
-    """Create the image's JIT-cache volume with our labels (idempotent); its name.
-
-    Created empty, Docker fills it from the image's /var/cache/kerasenv/cuda on first mount,
-    mode 1777 included, so any UID can write it."""
-    name = cuda_cache_volume(v)
-    client.volumes.create(name=name, labels={PROJECT_LABEL: "kerasenv", "io.kerasenv.kind": "cuda-cache",
-                                             "io.kerasenv.variant": v.id})
-    return name
-EXIT_NO_GPU = 3
 
 
 class RunTimeout(KerasenvError):
@@ -75,6 +60,21 @@ def parse_memory(value: str) -> str:
     if int(number) * {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit.lower()] < 6 * 2**20:
         raise UsageError(f"--memory {value}: Docker's minimum is 6m")
     return value
+
+
+def cuda_cache_volume(v: Variant) -> str:
+    return f"kerasenv-cuda-cache-{v.id}"
+
+
+def ensure_cuda_cache(client, v: Variant) -> str:
+    """Create the image's JIT-cache volume with our labels (idempotent); its name.
+
+    Created empty, Docker fills it from the image's /var/cache/kerasenv/cuda on first mount,
+    mode 1777 included, so any UID can write it."""
+    name = cuda_cache_volume(v)
+    client.volumes.create(name=name, labels={PROJECT_LABEL: "kerasenv", "io.kerasenv.kind": "cuda-cache",
+                                             "io.kerasenv.variant": v.id})
+    return name
 
 
 def default_user() -> str:
