@@ -339,6 +339,22 @@ def _on_signal(signum, frame):
     raise Interrupted(143 if signum == signal.SIGTERM else 130)
 
 
+# Blackwell (compute capability 10.x-12.x): XLA aborts the whole process there ("LLVM ERROR:
+# PTX version 8.5 does not support target 'sm_120'", tensorflow/tensorflow#111958), which
+# would lose every row measured so far; src/kerasenv/blackwell.py has the facts.
+BLACKWELL_MAJORS = (10, 11, 12)
+
+
+def xla_skipped(jit_list: list[str], device: str, compute_capability: str | None) -> dict[str, str]:
+    """{"on": why} when XLA cannot run on this GPU, else {}."""
+    if device != "gpu" or "on" not in jit_list or not compute_capability:
+        return {}
+    if int(str(compute_capability).split(".")[0]) in BLACKWELL_MAJORS:
+        return {"on": f"compute capability {compute_capability} is Blackwell: this TensorFlow's XLA cannot "
+                      "emit PTX for it and aborts the process (tensorflow/tensorflow#111958)"}
+    return {}
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _on_signal)
@@ -379,11 +395,15 @@ def main(argv=None) -> int:
     out["settings"]["precisions_skipped"] = skipped
     for p, reason in skipped.items():
         log(f"precision {p} skipped: {reason}")
+    jit_skipped = xla_skipped(args.jit_list, device, out["device"].get("compute_capability"))
+    out["settings"]["jit_skipped"] = jit_skipped
+    for jit, reason in jit_skipped.items():
+        log(f"jit {jit} skipped: {reason}")
     code = EXIT_OK
     try:
         for model_name in args.model_list:
             for precision in precisions:
-                for jit in args.jit_list:
+                for jit in [j for j in args.jit_list if j not in jit_skipped]:
                     for batch_size in args.batch_list:
                         label = f"{device} {model_name} batch {batch_size} jit {jit} precision {precision}"
                         try:

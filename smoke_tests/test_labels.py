@@ -50,9 +50,14 @@ def test_labels_equal_what_the_running_image_reports(image, inventory, target):
     assert image.labels[f"{ns}.python"] == inventory["python"].rsplit(".", 1)[0]
     info = inventory["build_info"]
     if target.variant.family == "cuda":
-        # get_build_info() says "12.3" on TF 2.17 and "12.5.1" on TF 2.21: X.Y, or X.Y.patch
-        cuda_label = image.labels[f"{ns}.cuda"]
-        assert info["cuda_version"] == cuda_label or info["cuda_version"].startswith(cuda_label + "."), \
-            (info["cuda_version"], cuda_label)
+        # get_build_info() says "12.3" on TF 2.17 and "12.5.1" on TF 2.21: X.Y, or X.Y.patch.
+        # It is the CUDA TF was built with; the wheels (io.kerasenv.cuda) may be a newer minor
+        # of the same major (a GPU-verified override), never another major.
+        built_label = image.labels[f"{ns}.tensorflow-built-with-cuda"]
+        assert info["cuda_version"] == built_label or info["cuda_version"].startswith(built_label + "."), \
+            (info["cuda_version"], built_label)
+        wheels = image.labels[f"{ns}.cuda"]
+        assert wheels.split(".")[0] == built_label.split(".")[0], (wheels, built_label)
+        assert tuple(map(int, wheels.split("."))) >= tuple(map(int, built_label.split("."))), (wheels, built_label)
         assert image.labels[f"{ns}.cudnn"].split(".")[0] == str(info["cudnn_version"]).split(".")[0]
         assert image.labels[f"{ns}.cuda-compute-capabilities"] == ",".join(info["cuda_compute_capabilities"])

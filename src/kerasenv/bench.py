@@ -202,7 +202,7 @@ def plan_devices(v: Variant, gpus: str | list[int], host_gpus, docker_gpus: bool
             return devices
         raise UsageError(f"--gpus {gpus if isinstance(gpus, str) else ','.join(map(str, gpus))}: "
                          f"{v.image_ref} is a {v.family.upper()} image; GPU benchmarks run in a CUDA variant "
-                         "(e.g. `kerasenv bench tf2.21-cuda12.5`)")
+                         "(e.g. `kerasenv bench tf2.21-cuda12.9`)")
     available = host_gpus is not None and host_gpus.present and not host_gpus.error and bool(host_gpus.gpus)
     if not available or not docker_gpus:
         why = ("no NVIDIA GPU on this host (nvidia-smi: "

@@ -200,15 +200,19 @@ def _cmd_list(args, matrix: Matrix) -> int:
     elif args.json:
         rows = []
         for v in matrix.variants:
-            row = {k: val for k, val in vars(v).items() if val is not None}
+            row = {k: val for k, val in vars(v).items() if val is not None and k != "gpu_evidence"}
             row.update(image=v.image_ref, min_driver=v.min_driver, min_driver_ptx_jit=v.min_driver_ptx,
-                       cuda_compute_capabilities=list(v.compute_capabilities))
+                       cuda_wheels_driver=v.min_driver_toolkit,
+                       cuda_compute_capabilities=list(v.compute_capabilities),
+                       cuda_stack_provenance=vars(v.provenance) if v.provenance else None)
             rows.append({k: val for k, val in row.items() if val not in (None, [])})
         print(json.dumps(rows, indent=2))
     else:
         for v in matrix.variants:
             stack = {"cuda": f"CUDA {v.cuda} / cuDNN {v.cudnn}", "rocm": f"ROCm {v.rocm}"}.get(v.family, "CPU")
             print(f"{v.id:<18} TF {v.tensorflow:<7} Keras {v.keras:<7} Python {v.python:<5} {stack}")
+            if v.provenance:
+                print(f"{'':<18} stack: {v.provenance.one_line()}")
     return 0
 
 

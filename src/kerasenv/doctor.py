@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 
-from . import nvidia_smi
+from . import blackwell, nvidia_smi
 from .docker_gpus import CDI_SPEC_DIRS  # noqa: F401  (re-exported: one list, also the probe's hints)
 from .matrix import Matrix, Variant
 from .nvidia_drivers import driver_tuple
@@ -223,7 +223,8 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
     if not nv.present or nv.error or not nv.driver_version:
         return Check(INFO, name, "no usable NVIDIA GPU: this image would train on the CPU")
     driver = driver_tuple(nv.driver_version)
-    assert v.min_driver and v.min_driver_ptx
+    assert v.min_driver and v.min_driver_ptx and v.min_driver_toolkit
+    full_floor = max(v.min_driver_ptx, v.min_driver_toolkit, key=driver_tuple)
     if driver < driver_tuple(v.min_driver):
         runnable = [x.id for x in matrix.variants if x.family == "cuda" and x.min_driver
                     and driver >= driver_tuple(x.min_driver)]
@@ -231,11 +232,16 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
             "no CUDA variant runs on it (use the CPU image)"
         return Check(FAIL, name, f"driver {nv.driver_version} is older than {v.min_driver}, the minimum "
                                  f"for CUDA {v.cuda}; {alternative}",
-                     f"upgrade the NVIDIA driver to >= {v.min_driver_ptx} (>= {v.min_driver} to load at all)")
-    problems, notes, ptx_gpus = [], [], []
+                     f"upgrade the NVIDIA driver to >= {full_floor} (>= {v.min_driver} to load at all)")
+    problems, notes, ptx_gpus, warnings = [], [], [], []
     for gpu in nv.gpus:
         if not gpu.compute_capability:
             notes.append(f"GPU {gpu.index} compute capability unknown: kernel support not checked")
+            continue
+        if blackwell.is_blackwell(gpu.compute_capability):
+            found = blackwell.verdict(v, gpu.name, gpu.compute_capability,
+                                      [x for x in matrix.variants if x.family == "cuda"])
+            (problems if found.status == FAIL else warnings).append((found.status, found.message, found.fix))
             continue
         support = kernel_support(gpu.compute_capability, v.compute_capabilities)
         lowest = min(v.compute_capabilities, key=lambda t: int(t.split("_")[1]))
@@ -257,8 +263,11 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
     if problems:
         status, message, fix = problems[0]
         return Check(status, name, "; ".join(p[1] for p in problems), fix)
-    if driver < driver_tuple(v.min_driver_ptx):
-        notes.append(f"driver below {v.min_driver_ptx}: runs under CUDA minor-version compatibility")
+    if driver < driver_tuple(v.min_driver_toolkit):
+        notes.append(f"driver below {v.min_driver_toolkit}, the CUDA {v.cuda} wheels' own: "
+                     "runs under CUDA minor-version compatibility")
+    if warnings:
+        return Check(WARN, name, "; ".join([w[1] for w in warnings] + notes), warnings[0][2])
     status = WARN if any("unknown" in n for n in notes) else PASS
     return Check(status, name, "compatible" + (f" ({'; '.join(notes)})" if notes else ""))
 

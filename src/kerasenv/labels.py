@@ -36,7 +36,20 @@ def static_labels(matrix: Matrix, v: Variant) -> dict[str, str]:
             f"{NS}.nccl": v.nccl or "",
             f"{NS}.min-driver": v.min_driver or "",
             f"{NS}.min-driver-ptx-jit": v.min_driver_ptx or "",
+            f"{NS}.cuda-wheels-driver": v.min_driver_toolkit or "",
+            # What TensorFlow itself was built with (tf.sysconfig.get_build_info()): the
+            # image's wheels (io.kerasenv.cuda) differ from it under a GPU-verified override.
+            f"{NS}.tensorflow-built-with-cuda": v.tested_stack.cuda if v.tested_stack else "",
             f"{NS}.cuda-compute-capabilities": ",".join(v.compute_capabilities),
+        })
+        evidence = v.provenance
+        assert evidence is not None
+        labels.update({
+            f"{NS}.cuda-stack.provenance": evidence.kind,
+            f"{NS}.cuda-stack.source": evidence.source,
+            f"{NS}.cuda-stack.gpu": evidence.gpu,
+            f"{NS}.cuda-stack.date": evidence.date,
+            f"{NS}.cuda-stack.ran": evidence.ran,
         })
     if v.family == "rocm":
         labels[f"{NS}.rocm"] = v.rocm or ""

@@ -5,6 +5,8 @@ Every error names the file, the entry and the field, in one line.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import re
 import sys
 from dataclasses import dataclass, field
@@ -28,6 +30,24 @@ _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")  # a valid Docker tag, lowe
 _VERSION_RE = re.compile(r"^\d+(\.\d+)+$")
 _PYTHON_RE = re.compile(r"^3\.\d+$")
 
+# Where TensorFlow publishes its tested build configurations (compatibility.md §1).
+TF_TESTED_SOURCE = "https://www.tensorflow.org/install/source#gpu"
+TF_TESTED_TABLE_DATE = "2026-03-11"  # tensorflow/docs@7c365021, the table we validate against
+
+
+@dataclass(frozen=True)
+class GpuEvidence:
+    """Who ran a CUDA stack on a real GPU: a matrix `gpu_evidence` table, or TF's table."""
+
+    kind: str  # "tensorflow-tested" | "gpu-verified-override"
+    source: str  # https URL of the CI run, pull request, release note or bug thread
+    gpu: str  # the GPU(s) it ran on, as the source names them
+    date: str  # YYYY-MM-DD of that run
+    ran: str  # what was run, one line
+
+    def one_line(self) -> str:
+        return f"{self.kind}: {self.ran} on {self.gpu} ({self.date}, {self.source})"
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -43,6 +63,7 @@ class Variant:
     cudnn: str | None = None
     nccl: str | None = None
     rocm: str | None = None
+    gpu_evidence: GpuEvidence | None = None  # set only by an override (or extra evidence)
 
     # --- derived facts -------------------------------------------------------------
     @property
@@ -50,9 +71,36 @@ class Variant:
         return tested_builds.TENSORFLOW_RELEASES.get(self.tensorflow)
 
     @property
-    def cuda_stack(self) -> tested_builds.CudaStack | None:
+    def tested_stack(self) -> tested_builds.CudaStack | None:
+        """The CUDA stack TensorFlow built and tested this release with."""
         release = self.tf_release
         return release.stack if (release and self.family == "cuda") else None
+
+    @property
+    def is_override(self) -> bool:
+        """True when the image pins another CUDA stack than TF's tested one."""
+        tested = self.tested_stack
+        return tested is not None and (self.cuda, self.cudnn) != (tested.cuda, tested.cudnn)
+
+    @property
+    def cuda_stack(self) -> tested_builds.CudaStack | None:
+        """The CUDA stack in the image: TF's tested one, or a GPU-verified override."""
+        if not self.is_override:
+            return self.tested_stack
+        return tested_builds.OVERRIDE_STACKS.get((self.cuda or "", self.cudnn or ""))
+
+    @property
+    def provenance(self) -> GpuEvidence | None:
+        """Why this CUDA stack: the override's GPU evidence, or TF's tested configuration."""
+        if self.family != "cuda":
+            return None
+        if self.gpu_evidence is not None:
+            kind = "gpu-verified-override" if self.is_override else "tensorflow-tested, gpu-verified"
+            return dataclasses.replace(self.gpu_evidence, kind=kind)
+        return GpuEvidence(
+            kind="tensorflow-tested", source=TF_TESTED_SOURCE,
+            gpu="TensorFlow's release CI (GPU model not published)", date=TF_TESTED_TABLE_DATE,
+            ran=f"TensorFlow {self.tensorflow} tested build configuration CUDA {self.cuda} / cuDNN {self.cudnn}")
 
     @property
     def min_driver(self) -> str | None:
@@ -61,7 +109,17 @@ class Variant:
 
     @property
     def min_driver_ptx(self) -> str | None:
-        """Lowest driver that can JIT this build's PTX (GPUs without native kernels)."""
+        """Lowest driver that can JIT TF's own PTX (GPUs without native kernels): the PTX
+        in TF's kernels and the PTX XLA emits both follow the CUDA TF was built with (XLA
+        takes its PTX version from the build-time CUDA_VERSION, openxla/xla#47776), which
+        is the tested stack's toolkit even when the image carries newer wheels."""
+        stack = self.tested_stack
+        return nvidia_drivers.ptx_jit_floor(stack.toolkit_release) if stack else None
+
+    @property
+    def min_driver_toolkit(self) -> str | None:
+        """The driver of the image's own CUDA wheels. Below it (down to min_driver) the
+        image runs under CUDA minor-version compatibility: NVIDIA's limited feature set."""
         stack = self.cuda_stack
         return nvidia_drivers.ptx_jit_floor(stack.toolkit_release) if stack else None
 
@@ -124,8 +182,9 @@ class Matrix:
 _FIELD_TYPES: dict[str, type] = {
     "id": str, "family": str, "tensorflow": str, "keras": str, "python": str,
     "base_image": str, "notes": str, "size_budget_mb": int,
-    "cuda": str, "cudnn": str, "nccl": str, "rocm": str,
+    "cuda": str, "cudnn": str, "nccl": str, "rocm": str, "gpu_evidence": dict,
 }
+_EVIDENCE_FIELDS = ("source", "gpu", "date", "ran")
 _REQUIRED = ("id", "family", "tensorflow", "keras", "python", "base_image")
 _FAMILY_FIELDS = {"cuda": ("cuda", "cudnn", "nccl"), "rocm": ("rocm",)}
 
@@ -217,9 +276,37 @@ def _parse_variant(entry: Mapping[str, Any], fail) -> Variant:
     if entry.get("size_budget_mb", 1) <= 0:
         raise fail("size_budget_mb", "must be a positive number of megabytes")
 
-    variant = Variant(**entry)
+    fields = dict(entry)
+    if "gpu_evidence" in fields:
+        if family != "cuda":
+            raise fail("gpu_evidence", f"not allowed for family {family!r} (it backs a CUDA stack)")
+        fields["gpu_evidence"] = _parse_evidence(fields["gpu_evidence"], fail)
+    variant = Variant(**fields)
     _check_against_tested_builds(variant, fail)
     return variant
+
+
+def _parse_evidence(raw: Mapping[str, Any], fail) -> GpuEvidence:
+    where = "gpu_evidence"
+    unknown = sorted(set(raw) - set(_EVIDENCE_FIELDS))
+    if unknown:
+        raise fail(where, f"unknown key {unknown[0]!r} (known: {', '.join(_EVIDENCE_FIELDS)})")
+    for key in _EVIDENCE_FIELDS:
+        value = raw.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise fail(where, f"{key!r} is missing or empty: every override names its source, "
+                              "the GPU it ran on, the date and what was run")
+        if any(c in value for c in "|\n"):
+            raise fail(where, f"{key!r} must be one line without '|' (it becomes a table cell)")
+    if not re.match(r"^https://\S+$", raw["source"]):
+        raise fail(where, f"'source' must be an https:// URL, got {raw['source']!r}")
+    try:
+        date = datetime.date.fromisoformat(raw["date"])
+    except ValueError:
+        raise fail(where, f"'date' must be YYYY-MM-DD, got {raw['date']!r}") from None
+    if date > datetime.date.today():
+        raise fail(where, f"'date' {raw['date']} is in the future")
+    return GpuEvidence(kind="gpu-verified-override", **{k: raw[k].strip() for k in _EVIDENCE_FIELDS})
 
 
 def _check_against_tested_builds(v: Variant, fail) -> None:
@@ -272,12 +359,29 @@ def _check_against_tested_builds(v: Variant, fail) -> None:
     stack = release.stack
     if stack is None:
         raise fail("tensorflow", f"TensorFlow {v.tensorflow} has no pip CUDA stack (`and-cuda`)")
-    if v.cuda != stack.cuda:
-        raise fail("cuda", f"TensorFlow {v.tensorflow} was tested with CUDA {stack.cuda}, not {v.cuda}")
-    if v.cudnn != stack.cudnn:
-        raise fail("cudnn", f"TensorFlow {v.tensorflow} was tested with cuDNN {stack.cudnn} "
-                            f"(CUDA {stack.cuda}), not {v.cudnn}")
+    if v.is_override:
+        _check_override(v, release, fail)
     assert release.nccl is not None and v.nccl is not None
     if not release.nccl.accepts(v.nccl):
         raise fail("nccl", f"TensorFlow {v.tensorflow} needs {stack.nccl_package}"
                            f"{release.nccl.describe()}, not {v.nccl}")
+
+
+def _check_override(v: Variant, release: tested_builds.TensorflowRelease, fail) -> None:
+    """A stack other than TF's tested one: allowed only with GPU evidence, only a stack we
+    know wheel by wheel, and only where TF's `and-cuda` extra is a range."""
+    tested = release.stack
+    assert tested is not None
+    tested_text = f"TensorFlow {v.tensorflow} was tested with CUDA {tested.cuda} / cuDNN {tested.cudnn}"
+    field = "cuda" if v.cuda != tested.cuda else "cudnn"
+    if v.gpu_evidence is None:
+        raise fail(field, f"{tested_text}, not CUDA {v.cuda} / cuDNN {v.cudnn}: pin the tested stack, "
+                          "or add gpu_evidence = {source, gpu, date, ran} for a stack someone ran on a GPU")
+    if not release.and_cuda_is_range:
+        raise fail(field, f"{tested_text}, and its `and-cuda` extra pins that exactly, so no other "
+                          "stack can be installed with it")
+    if (v.cuda, v.cudnn) not in tested_builds.OVERRIDE_STACKS:
+        known = ", ".join(f"CUDA {c} / cuDNN {d}" for c, d in tested_builds.OVERRIDE_STACKS)
+        field = "cudnn" if any(c == v.cuda for c, _ in tested_builds.OVERRIDE_STACKS) else "cuda"
+        raise fail(field, f"no wheel set known for CUDA {v.cuda} / cuDNN {v.cudnn} "
+                          f"(tested_builds.OVERRIDE_STACKS has: {known})")

@@ -14,12 +14,23 @@ def _row(matrix: Matrix, v: Variant) -> list[str]:
     keras = v.keras + (" (tf.keras)" if v.keras_is_tf_keras else ".x" if v.family == "rocm" else "")
     if v.family == "cuda":
         driver = f"{v.min_driver} (PTX JIT: {v.min_driver_ptx})"
-        stack = f"CUDA {v.cuda}, cuDNN {v.cudnn}, NCCL {v.nccl}"
+        if v.min_driver_toolkit != v.min_driver_ptx:
+            driver += f"; CUDA {v.cuda} wheels' own driver: {v.min_driver_toolkit}"
+        stack = f"CUDA {v.cuda}, cuDNN {v.cudnn}, NCCL {v.nccl}; {_provenance(v)}"
     elif v.family == "rocm":
         driver, stack = "amdgpu (ROCm host driver)", f"ROCm {v.rocm}"
     else:
         driver, stack = "none", "CPU only"
     return [f"`{v.id}`{default}", v.tensorflow, keras, v.python, stack, driver, checked_here(v), v.notes]
+
+
+def _provenance(v: Variant) -> str:
+    """Where the CUDA stack comes from, as a Markdown cell fragment with its link."""
+    evidence = v.provenance
+    assert evidence is not None
+    if evidence.kind == "tensorflow-tested":
+        return f"[TF's tested configuration]({evidence.source})"
+    return f"GPU-verified override: {evidence.gpu}, {evidence.date} ([source]({evidence.source}))"
 
 
 def checked_here(v: Variant) -> str:

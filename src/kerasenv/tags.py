@@ -1,6 +1,6 @@
 """Image tags, derived from the matrix.
 
-- `<registry>/kerasenv:<id>`, e.g. `tf2.21-cuda12.5`: what users type;
+- `<registry>/kerasenv:<id>`, e.g. `tf2.21-cuda12.9`: what users type;
 - a full tag carrying every pinned version, e.g. `tf2.21.0-keras3.15.1-cuda12.5-cudnn9.3-py3.11`:
   never moves to other contents;
 - floating `latest-gpu` / `latest-cpu` / `latest-rocm` on the matrix's default variants.

@@ -3,7 +3,8 @@
 One table per fact, each with its source. The matrix (images/matrix.toml) is
 validated against these tables, and the locks are resolved with the CUDA pins
 below as constraints, so an image can only carry the CUDA stack its TensorFlow
-release was tested with.
+release was tested with, or one of OVERRIDE_STACKS backed by GPU evidence in the
+matrix (someone ran it on a named GPU: matrix.py refuses an override without it).
 
 Sources (all quoted in shared/reference/compatibility.md):
 - CUDA / cuDNN per release: tensorflow/docs@7c365021 site/en/install/source.md,
@@ -92,6 +93,28 @@ CUDA_12_5 = _stack(
     cusolver="11.6.3.83", cusparse="12.5.1.3", nvjitlink="12.5.82",
 )
 
+# Not a TensorFlow tested configuration: the stack a GPU-verified override may pin
+# (images/matrix.toml `gpu_evidence`). CUDA 12.9 Update 1 (12.9.1) component versions,
+# as in NVIDIA's CUDA 12.9.1 release notes: the toolkit AWS builds its TF 2.21 DLC on
+# (docker/tensorflow/2.21/versions-cuda.env, CUDA_VERSION=12.9.1, from NVIDIA's RPMs;
+# here the same components as pip wheels), with cuDNN 9.24.0.43 from pip, which AWS
+# pinned after TF 2.21 + cuDNN 9.3 / 9.5 broke every XLA Conv2D (compatibility.md,
+# "Added 2026-12-01"). All fit TF 2.21's `and-cuda` ranges (cu12 >= 12.5, cuDNN 9.x).
+CUDA_12_9_CUDNN_9_24 = _stack(
+    "12.9", "12.9 Update 1", "cu12",
+    cublas="12.9.1.4", cuda_cupti="12.9.79", cuda_nvcc="12.9.86", cuda_nvrtc="12.9.86",
+    cuda_runtime="12.9.79", cudnn="9.24.0.43", cufft="11.4.1.4", curand="10.3.10.19",
+    cusolver="11.7.5.82", cusparse="12.5.10.65", nvjitlink="12.9.86",
+)
+
+# Stacks a matrix entry may choose instead of its release's tested one, keyed by
+# (CUDA X.Y, cuDNN). Each needs `gpu_evidence` in the matrix (matrix.py enforces it),
+# and only a release whose `and-cuda` extra is a range (TF >= 2.20) can take one: the
+# exact pins of older extras leave pip no room.
+OVERRIDE_STACKS: Mapping[tuple[str, str], CudaStack] = MappingProxyType({
+    (s.cuda, s.cudnn): s for s in (CUDA_12_9_CUDNN_9_24,)
+})
+
 
 @dataclass(frozen=True)
 class NcclRule:
@@ -119,6 +142,11 @@ class TensorflowRelease:
     stack: CudaStack | None  # None: no CUDA stack we ship (e.g. 2.12/2.13)
     nccl: NcclRule | None
     compute_capabilities: tuple[str, ...]
+
+    @property
+    def and_cuda_is_range(self) -> bool:
+        """True when the `and-cuda` extra gives ranges (2.20+), so another stack fits it."""
+        return self.nccl is not None and self.nccl.floor is not None
 
 
 _CC_2_14 = ("sm_35", "sm_50", "sm_60", "sm_70", "sm_75", "compute_80")

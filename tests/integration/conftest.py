@@ -16,7 +16,7 @@ from kerasenv import docker_client, matrix as matrix_mod
 
 REPO = Path(__file__).resolve().parents[2]
 # The variants `make test` builds for real (issue #2): the CPU image and the default GPU image.
-BUILT_IN_TESTS = ("tf2.21-cpu", "tf2.21-cuda12.5")
+BUILT_IN_TESTS = ("tf2.21-cpu", "tf2.21-cuda12.9")
 TEST_LABEL = "io.kerasenv.test"
 
 

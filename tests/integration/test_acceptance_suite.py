@@ -67,7 +67,7 @@ def test_acceptance_suite_fails_each_broken_property(broken_image):
 # nvidia/cusolver/lib): TensorFlow's own library check must catch it.
 NO_LOADER_CONFIG_TAG = "kerasenv-test/broken:cuda-no-ldconfig"
 NO_LOADER_CONFIG_DOCKERFILE = """\
-FROM kerasenv:tf2.21-cuda12.5
+FROM kerasenv:tf2.21-cuda12.9
 USER root
 RUN rm /etc/ld.so.conf.d/kerasenv-cuda-wheels.conf && ldconfig
 USER 1000:1000

@@ -66,5 +66,5 @@ def test_doctor_container_text_has_one_line_for_the_library_check(built_images, 
 def test_doctor_with_a_replayed_h100_host_names_the_driver_fix(docker):
     env = {**os.environ, "KERASENV_NVIDIA_SMI": FAKE_SMI, "KERASENV_FIXTURE_HOST": "h100-550"}
     proc = kerasenv("doctor", env=env)
-    assert "FAIL  variant tf2.21-cuda12.5" in proc.stdout
+    assert "FAIL  variant tf2.21-cuda12.9" in proc.stdout
     assert "fix: upgrade the NVIDIA driver to >= 555.42.06" in proc.stdout

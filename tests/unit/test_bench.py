@@ -92,7 +92,7 @@ def test_cli_bench_report_needs_a_results_directory(tmp_path, capsys):
 
 def test_plan_on_a_recorded_two_gpu_host(monkeypatch, real_matrix):
     gpus = host_gpus(monkeypatch, "multi-gpu")  # TITAN V + RTX 5880 Ada, driver 570.86.15
-    v = real_matrix.get("tf2.21-cuda12.5")
+    v = real_matrix.get("tf2.21-cuda12.9")
     devices = bench.plan_devices(v, "auto", gpus, docker_gpus=True)
     assert [(d.id, d.kind, d.gpus_request) for d in devices] == [
         ("cpu", "cpu", "none"), ("gpu0", "gpu", "device=0"), ("gpu1", "gpu", "device=1")]
@@ -106,13 +106,13 @@ def test_plan_on_a_recorded_two_gpu_host(monkeypatch, real_matrix):
 
 def test_plan_on_a_recorded_h100_table_only_host(monkeypatch, real_matrix):
     gpus = host_gpus(monkeypatch, "h100-550")  # 2x H100 NVL; plain table only
-    devices = bench.plan_devices(real_matrix.get("tf2.21-cuda12.5"), "all", gpus, docker_gpus=True)
+    devices = bench.plan_devices(real_matrix.get("tf2.21-cuda12.9"), "all", gpus, docker_gpus=True)
     assert [d.id for d in devices] == ["cpu", "gpu0", "gpu1"]
     assert devices[1].compute_capability == "9.0"  # from the name table (no compute_cap query recorded)
 
 
 def test_no_usable_gpu_auto_falls_back_to_cpu_and_explicit_request_exits_3(monkeypatch, real_matrix):
-    v = real_matrix.get("tf2.21-cuda12.5")
+    v = real_matrix.get("tf2.21-cuda12.9")
     said = []
     no_driver = host_gpus(monkeypatch, "no-driver")
     assert [d.id for d in bench.plan_devices(v, "auto", no_driver, True, say=said.append)] == ["cpu"]
@@ -175,7 +175,7 @@ def test_gpu_device_run_attributes_recorded_samples_to_each_steady_state_window(
     def sampler_factory(indexes, interval_ms):
         return gpu_sampler.NvidiaSmiSampler(FAKE_LOOP, indexes=indexes, interval_ms=interval_ms, fields=fields)
 
-    v = real_matrix.get("tf2.21-cuda12.5")
+    v = real_matrix.get("tf2.21-cuda12.9")
     device = bench.Device(id="gpu0", kind="gpu", gpus_request="device=0", host_index=0, name="NVIDIA RTX A5000",
                           compute_capability="8.6")
     settings = bench.settings_from(models="conv", batch_sizes="32,512", jit=None, precision=None, quick=True)
@@ -184,7 +184,7 @@ def test_gpu_device_run_attributes_recorded_samples_to_each_steady_state_window(
     command, request = calls[0]
     assert request == "device=0" and command[:2] == ["python", "/opt/kerasenv-bench/bench_train.py"]
     assert command[command.index("--device") + 1] == "gpu"
-    assert run.path == tmp_path / "results" / "bench-tf2.21-cuda12.5-gpu0.json"
+    assert run.path == tmp_path / "results" / "bench-tf2.21-cuda12.9-gpu0.json"
     doc = json.loads(run.path.read_text())
     assert doc["gpu_sampling"]["samples"] == 23 and doc["gpu_sampling"]["gpu_index"] == 0
     steady, idle, failed = doc["results"]
@@ -206,7 +206,7 @@ def test_gpu_run_without_host_nvidia_smi_says_utilisation_was_not_sampled(tmp_pa
     results = [{"model": "mlp", "batch_size": 32, "jit": "off", "precision": "off", "status": "ok",
                 "samples_per_second": 1.0, "time_to_first_step_s": 1.0, "timed_steps": 3, "timed_seconds": 1.0,
                 "window": [1.0, 2.0]}]
-    run = bench.run_device(None, real_matrix.get("tf2.21-cuda12.5"),
+    run = bench.run_device(None, real_matrix.get("tf2.21-cuda12.9"),
                            bench.Device(id="gpu0", kind="gpu", gpus_request="device=0", host_index=0),
                            bench.settings_from(models=None, batch_sizes=None, jit=None, precision=None, quick=True),
                            tmp_path, host={}, runner=lambda *a, **k: (0, _container_result(results), ""),
@@ -225,7 +225,7 @@ def test_container_without_results_or_without_a_gpu(tmp_path, real_matrix):
     assert "Killed" in exc.value.details
     error = bench.RESULT_PREFIX + json.dumps({"error": "--device gpu: TensorFlow sees no GPU in this container"})
     with pytest.raises(bench.NoGpuForBench):
-        bench.run_device(None, real_matrix.get("tf2.21-cuda12.5"),
+        bench.run_device(None, real_matrix.get("tf2.21-cuda12.9"),
                          bench.Device(id="gpu0", kind="gpu", gpus_request="device=0", host_index=0), settings,
                          tmp_path, host={}, runner=lambda *a, **k: (3, error, ""),
                          sampler_factory=lambda **k: type("S", (), {"available": False})(), say=lambda m: None)

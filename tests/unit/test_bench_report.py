@@ -89,15 +89,15 @@ def test_anchor_sizes_and_their_sources_are_in_the_report(tmp_path):
              "images": [{"id": "tf2.21-cpu", "ref": "kerasenv:tf2.21-cpu", "total_bytes": 1540781840,
                          "budget_bytes": 1700000000, "within_budget": True,
                          "parts": {"base": 74830242, "python": 126607968, "tensorflow": 1339295127, "kerasenv": 48503}},
-                        {"id": "tf2.21-cuda12.5", "ref": "kerasenv:tf2.21-cuda12.5", "total_bytes": 5400000000,
+                        {"id": "tf2.21-cuda12.9", "ref": "kerasenv:tf2.21-cuda12.9", "total_bytes": 5400000000,
                          "budget_bytes": 5300000000, "within_budget": False, "parts": {"cuda": 2993000000}}],
-             "shared": [{"a": "tf2.21-cuda12.5", "b": "tf2.20-cuda12.5", "bytes": 3190000000}]}
+             "shared": [{"a": "tf2.21-cuda12.9", "b": "tf2.20-cuda12.5", "bytes": 3190000000}]}
     write(tmp_path, "sizes.json", sizes)
     bench_report.generate(tmp_path)
     md = (tmp_path / "report.md").read_text()
     assert "| `kerasenv:tf2.21-cpu` | 1.54 GB | 1.70 GB | yes | 75 MB | 127 MB | - | 1,339 MB | 0.05 MB |" in md
-    assert "| `kerasenv:tf2.21-cuda12.5` | 5.40 GB | 5.30 GB | **no** |" in md
-    assert "`tf2.21-cuda12.5` and `tf2.20-cuda12.5`: 3.19 GB" in md
+    assert "| `kerasenv:tf2.21-cuda12.9` | 5.40 GB | 5.30 GB | **no** |" in md
+    assert "`tf2.21-cuda12.9` and `tf2.20-cuda12.5`: 3.19 GB" in md
     assert "https://github.com/tensorflow/tensorflow/pull/59682" in md
     assert "| tensorflow/tensorflow GPU (official) | 6.52-6.63 GB (about 6.6 GB) |" in md
     assert "| tensorflow/tensorflow CPU (official) | 1.76-2.10 GB (about 2.1 GB) |" in md
@@ -123,12 +123,12 @@ def test_gpu_results_give_speedups_charts_and_target_verdicts(tmp_path):
     util = _recorded_gpu_util()  # 97.3 % mean
     gpu_host = {**HOST, "gpus": [{"index": 0, "name": "NVIDIA RTX A5000", "compute_capability": "8.6"}]}
     gpu = {"id": "gpu0", "kind": "gpu", "name": "NVIDIA RTX A5000", "compute_capability": "8.6", "host_index": 0}
-    write(tmp_path, "bench-tf2.21-cuda12.5-cpu.json", doc(CPU, CPU_RESULTS, "tf2.21-cuda12.5", gpu_host))
-    write(tmp_path, "bench-tf2.21-cuda12.5-gpu0.json", doc(gpu, [
+    write(tmp_path, "bench-tf2.21-cuda12.9-cpu.json", doc(CPU, CPU_RESULTS, "tf2.21-cuda12.9", gpu_host))
+    write(tmp_path, "bench-tf2.21-cuda12.9-gpu0.json", doc(gpu, [
         ok("conv", 32, 9000, gpu={"utilization_gpu_mean": 40.0, "samples": 5}),
         ok("conv", 1024, 39000, gpu=util), ok("conv", 1024, 30000, jit="on", gpu=util),
         ok("conv", 1024, 70200, precision="float16", gpu=util), ok("conv", 1024, 50000, precision="bfloat16", gpu=util),
-    ], "tf2.21-cuda12.5", gpu_host))
+    ], "tf2.21-cuda12.9", gpu_host))
     written = bench_report.generate(tmp_path)
     md = (tmp_path / "report.md").read_text()
     assert "No GPU was measured" not in md

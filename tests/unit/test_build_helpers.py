@@ -28,8 +28,8 @@ def no_ca_env(monkeypatch):
 @pytest.fixture
 def variant_folder(tmp_path, repo_root):
     """A copy of a real variant folder with a stale build-ca.pem lying in it."""
-    folder = tmp_path / "tf2.21-cuda12.5"
-    shutil.copytree(repo_root / "images" / "tf2.21-cuda12.5", folder)
+    folder = tmp_path / "tf2.21-cuda12.9"
+    shutil.copytree(repo_root / "images" / "tf2.21-cuda12.9", folder)
     (folder / "build-ca.pem").write_bytes(b"stale CA left in the folder")
     return folder
 

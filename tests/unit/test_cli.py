@@ -50,8 +50,25 @@ def test_list_json_is_one_object_per_variant(real_matrix):
     rows = {row["id"]: row for row in json.loads(proc.stdout)}
     assert list(rows) == real_matrix.ids
     gpu = rows[real_matrix.default_gpu]
+    # CUDA 12.9 Update 1 wheels: their driver is the PTX-JIT floor (TF's own PTX needs 555).
     assert (gpu["image"], gpu["min_driver_ptx_jit"]) == (f"kerasenv:{gpu['id']}", "555.42.06")
+    assert gpu["cuda_wheels_driver"] == "575.57.08"
+    assert gpu["cuda_stack_provenance"]["kind"] == "gpu-verified-override"
+    assert gpu["cuda_stack_provenance"]["source"].startswith("https://")
+    assert rows["tf2.17-cuda12.3"]["cuda_stack_provenance"]["kind"] == "tensorflow-tested"
     assert "cuda" not in rows[real_matrix.default_cpu]
+    assert "cuda_stack_provenance" not in rows[real_matrix.default_cpu]
+
+
+def test_list_shows_where_each_cuda_stack_comes_from(real_matrix):
+    proc = kerasenv("list")
+    assert proc.returncode == 0
+    lines = proc.stdout.splitlines()
+    stack_lines = [line.strip() for line in lines if line.strip().startswith("stack:")]
+    cuda = [v for v in real_matrix.variants if v.family == "cuda"]
+    assert len(stack_lines) == len(cuda)
+    gpu = real_matrix.get(real_matrix.default_gpu)
+    assert any(gpu.gpu_evidence.source in line and gpu.gpu_evidence.gpu in line for line in stack_lines)
 
 
 def test_build_unknown_id_lists_valid_ids(real_matrix):

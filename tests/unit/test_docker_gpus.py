@@ -49,9 +49,9 @@ class FakeEngine:
                 if (method, path) == ("GET", "/info"):
                     return self._reply(200, {"Runtimes": {r: {} for r in engine.runtimes}})
                 if (method, path) == ("GET", "/images/json"):
-                    return self._reply(200, [{"Id": "sha256:" + "1" * 64, "RepoTags": ["kerasenv:tf2.21-cuda12.5"]}])
+                    return self._reply(200, [{"Id": "sha256:" + "1" * 64, "RepoTags": ["kerasenv:tf2.21-cuda12.9"]}])
                 if method == "GET" and path.startswith("/images/") and path.endswith("/json"):
-                    return self._reply(200, {"Id": "sha256:" + "1" * 64, "RepoTags": ["kerasenv:tf2.21-cuda12.5"]})
+                    return self._reply(200, {"Id": "sha256:" + "1" * 64, "RepoTags": ["kerasenv:tf2.21-cuda12.9"]})
                 if (method, path) == ("POST", "/containers/create"):
                     return self._reply(201, {"Id": "c0ffee", "Warnings": []})
                 if (method, path) == ("GET", "/containers/c0ffee/json"):
@@ -105,12 +105,12 @@ def test_yes_when_docker_starts_a_gpu_container_even_without_an_nvidia_runtime_e
     """The moby case: nvidia-container-runtime-hook on dockerd's PATH, no `nvidia` runtime."""
     engine = FakeEngine(runtimes=("runc",))
     with engine as client:
-        answer = docker_gpus.ask(client, "kerasenv:tf2.21-cuda12.5")
+        answer = docker_gpus.ask(client, "kerasenv:tf2.21-cuda12.9")
     assert answer.available is True and "--gpus all" in answer.detail
     (create,) = engine.created()
     assert create["HostConfig"]["DeviceRequests"] == [
         {"Driver": "", "Count": -1, "DeviceIDs": [], "Capabilities": [["gpu"]], "Options": {}}]
-    assert create["Image"] == "kerasenv:tf2.21-cuda12.5" and create["Cmd"] == ["true"]
+    assert create["Image"] == "kerasenv:tf2.21-cuda12.9" and create["Cmd"] == ["true"]
     assert create["NetworkDisabled"] is True
     assert create["Labels"]["io.kerasenv.kind"] == "gpu-probe"
     assert engine.removed()
@@ -119,7 +119,7 @@ def test_yes_when_docker_starts_a_gpu_container_even_without_an_nvidia_runtime_e
 def test_no_with_the_daemons_own_words_and_the_static_hints():
     engine = FakeEngine(start_error=REFUSAL, runtimes=("runc",))
     with engine as client:
-        answer = docker_gpus.ask(client, "kerasenv:tf2.21-cuda12.5")
+        answer = docker_gpus.ask(client, "kerasenv:tf2.21-cuda12.9")
     assert answer.available is False
     assert answer.detail == f"Docker refused --gpus all: {REFUSAL}"
     assert "no `nvidia` runtime in `docker info`" in answer.hints
@@ -129,7 +129,7 @@ def test_no_with_the_daemons_own_words_and_the_static_hints():
 def test_no_when_the_gpu_container_starts_but_fails():
     engine = FakeEngine(exit_code=1)
     with engine as client:
-        answer = docker_gpus.ask(client, "kerasenv:tf2.21-cuda12.5")
+        answer = docker_gpus.ask(client, "kerasenv:tf2.21-cuda12.9")
     assert answer.available is False and "exited 1" in answer.detail
     assert engine.removed()
 
@@ -137,7 +137,7 @@ def test_no_when_the_gpu_container_starts_but_fails():
 def test_the_answer_is_cached_for_the_rest_of_the_run():
     engine = FakeEngine()
     with engine as client:
-        first = docker_gpus.ask(client, "kerasenv:tf2.21-cuda12.5")
+        first = docker_gpus.ask(client, "kerasenv:tf2.21-cuda12.9")
         second = docker_gpus.ask(client, "kerasenv:tf2.21-cpu")
     assert first is second and len(engine.created()) == 1
 
@@ -146,7 +146,7 @@ def test_an_nvidia_runtime_entry_does_not_make_a_refusal_a_yes():
     engine = FakeEngine(start_error="nvidia-container-cli: initialization error: nvml error: driver not loaded",
                         runtimes=("runc", "nvidia"))
     with engine as client:
-        answer = docker_gpus.ask(client, "kerasenv:tf2.21-cuda12.5")
+        answer = docker_gpus.ask(client, "kerasenv:tf2.21-cuda12.9")
     assert answer.available is False and "driver not loaded" in answer.detail
     assert "an `nvidia` runtime is registered in Docker" in answer.hints
 

@@ -52,11 +52,13 @@ def test_missing_nvidia_smi_is_information_not_failure(real_matrix, monkeypatch)
 def test_driver_470_fails_cuda12_naming_the_minimum_and_the_newest_runnable_variant(real_matrix, monkeypatch):
     report = doctor.judge(facts_for("driver-470", monkeypatch), real_matrix)
     v = verdicts(report)
-    for variant_id in ("tf2.21-cuda12.5", "tf2.20-cuda12.5", "tf2.17-cuda12.3", "tf2.15-cuda12.2"):
+    for variant_id in ("tf2.21-cuda12.9", "tf2.20-cuda12.5", "tf2.17-cuda12.3", "tf2.15-cuda12.2"):
         assert v[variant_id].status == FAIL
         assert "470.182.03 is older than 525.60.13" in v[variant_id].message
         assert "the newest variant this driver runs is tf2.14-cuda11.8" in v[variant_id].message
-    assert v["tf2.21-cuda12.5"].fix.startswith("upgrade the NVIDIA driver to >= 555.42.06")
+    # The full-feature floor: the CUDA 12.9.1 wheels' own driver.
+    assert v["tf2.21-cuda12.9"].fix.startswith("upgrade the NVIDIA driver to >= 575.57.08")
+    assert v["tf2.20-cuda12.5"].fix.startswith("upgrade the NVIDIA driver to >= 555.42.06")
     assert v["tf2.14-cuda11.8"].status == PASS
     assert report.recommended == "tf2.14-cuda11.8" and report.gpu_usable
 
@@ -73,14 +75,15 @@ def test_a100_on_535_runs_every_cuda_variant_and_gets_the_default_gpu_image(real
     report = doctor.judge(facts_for("a100-535", monkeypatch), real_matrix)
     v = verdicts(report)
     assert all(v[i].status == PASS for i in v if "cuda" in i)
-    assert "minor-version compatibility" in v["tf2.21-cuda12.5"].message  # 535 < 555.42.06, native sm_80
+    assert "minor-version compatibility" in v["tf2.21-cuda12.9"].message  # 535 < 575.57.08, native sm_80
+    assert "driver below 575.57.08, the CUDA 12.9 wheels' own" in v["tf2.21-cuda12.9"].message
     assert report.recommended == real_matrix.default_gpu
 
 
 def test_h100_on_550_fails_the_cuda12_5_images_for_ptx_jit(real_matrix, monkeypatch):
     report = doctor.judge(facts_for("h100-550", monkeypatch), real_matrix)
     v = verdicts(report)
-    for variant_id in ("tf2.21-cuda12.5", "tf2.20-cuda12.5"):
+    for variant_id in ("tf2.21-cuda12.9", "tf2.20-cuda12.5"):
         assert v[variant_id].status == FAIL
         assert "gets only PTX" in v[variant_id].message
         assert "needs driver >= 555.42.06, this host has 550.54.14" in v[variant_id].message
@@ -91,7 +94,7 @@ def test_h100_on_550_fails_the_cuda12_5_images_for_ptx_jit(real_matrix, monkeypa
 def test_h100_on_565_passes_the_cuda12_5_images(real_matrix, monkeypatch):
     report = doctor.judge(facts_for("multi-gpu-h100x8", monkeypatch), real_matrix)
     v = verdicts(report)
-    assert v["tf2.21-cuda12.5"].status == PASS and "GPU 0,1,2,3,4,5,6,7 run JIT-compiled PTX" in v["tf2.21-cuda12.5"].message
+    assert v["tf2.21-cuda12.9"].status == PASS and "GPU 0,1,2,3,4,5,6,7 run JIT-compiled PTX" in v["tf2.21-cuda12.9"].message
     assert len(host_check_names(report, "gpu")) == 8
     assert report.recommended == real_matrix.default_gpu
 
@@ -106,7 +109,7 @@ def test_multi_gpu_from_the_csv_query_alone(real_matrix, monkeypatch):
     assert [(g.name, g.compute_capability) for g in facts.nvidia.gpus] == \
         [("NVIDIA TITAN V", "7.0"), ("NVIDIA RTX 5880 Ada Generation", "8.9")]
     v = verdicts(doctor.judge(facts, real_matrix))
-    assert v["tf2.21-cuda12.5"].status == PASS and "PTX" not in v["tf2.21-cuda12.5"].message
+    assert v["tf2.21-cuda12.9"].status == PASS and "PTX" not in v["tf2.21-cuda12.9"].message
     assert "GPU 1 runs JIT-compiled PTX" in v["tf2.14-cuda11.8"].message  # Ada 8.9 vs compute_80
 
 

@@ -7,10 +7,23 @@ import shutil
 
 import pytest
 
-from kerasenv import generate, labels, matrix, table
+from kerasenv import generate, labels, locks, matrix, table
 
-SHARED_CUDA = ("tf2.21-cuda12.5", "tf2.20-cuda12.5")
+SHARED_CUDA = ("tf2.21-cuda12.9", "tf2.20-cuda12.5")
+# tf2.20 moved onto tf2.21's GPU-verified stack (valid: 2.20's `and-cuda` is a range), so the
+# two share one CUDA stack as variants of one stack do.
+_TF220_TESTED = 'cuda = "12.5"\ncudnn = "9.3.0.75"\nnccl = "2.27.7"\n'
 BUILDKIT_ONLY = ("--mount", "<<EOF", "<<-EOF", "# syntax=", "--link")
+
+
+@pytest.fixture
+def shared_stack_matrix(write_matrix, real_matrix) -> matrix.Matrix:
+    gpu = real_matrix.get("tf2.21-cuda12.9")
+    ev = gpu.gpu_evidence
+    override = (f'cuda = "{gpu.cuda}"\ncudnn = "{gpu.cudnn}"\nnccl = "{gpu.nccl}"\n'
+                f'gpu_evidence = {{ source = "{ev.source}", gpu = "{ev.gpu}", date = "{ev.date}", '
+                f'ran = "{ev.ran}" }}\n')
+    return matrix.load(write_matrix(_TF220_TESTED, override))
 
 
 def dockerfile(m: matrix.Matrix, variant_id: str) -> str:
@@ -80,7 +93,7 @@ def test_lock_with_another_keras_is_drift(repo_copy):
 def test_cuda_lock_on_a_cpu_variant_is_drift(repo_copy):
     images = repo_copy / "images"
     stray = images / "tf2.21-cpu" / "requirements-cuda.lock"
-    shutil.copy(images / "tf2.21-cuda12.5" / "requirements-cuda.lock", stray)
+    shutil.copy(images / "tf2.21-cuda12.9" / "requirements-cuda.lock", stray)
     assert_reported(drift_of(repo_copy), stray, "no CUDA lock")
 
 
@@ -114,7 +127,7 @@ def test_cpu_dockerfile_has_no_cuda_stage_and_no_nvidia_env(real_matrix):
     assert "NVIDIA_" not in text
 
 
-@pytest.mark.parametrize("variant_id", ["tf2.21-cuda12.5", "tf2.17-cuda12.3", "tf2.14-cuda11.8"])
+@pytest.mark.parametrize("variant_id", ["tf2.21-cuda12.9", "tf2.17-cuda12.3", "tf2.14-cuda11.8"])
 def test_cuda_dockerfile_carries_static_labels_and_nvidia_env(real_matrix, variant_id):
     text = dockerfile(real_matrix, variant_id)
     static = labels.static_labels(real_matrix, real_matrix.get(variant_id))
@@ -138,25 +151,27 @@ def test_final_stage_never_sees_the_build_ca(real_matrix):
             assert needle not in final, (v.id, needle)
 
 
-def test_cuda_libs_stage_is_identical_for_variants_sharing_a_stack(real_matrix):
-    first, second = (stage(dockerfile(real_matrix, i), "cuda-libs") for i in SHARED_CUDA)
+def test_cuda_libs_stage_is_identical_for_variants_sharing_a_stack(shared_stack_matrix):
+    first, second = (stage(dockerfile(shared_stack_matrix, i), "cuda-libs") for i in SHARED_CUDA)
     assert "requirements-cuda.lock" in first
     assert first == second
 
 
-def test_runtime_up_to_the_cuda_layer_is_identical_for_variants_sharing_a_stack(real_matrix):
+def test_runtime_up_to_the_cuda_layer_is_identical_for_variants_sharing_a_stack(shared_stack_matrix):
     marker = "COPY --from=cuda-libs"
     prefixes = []
     for variant_id in SHARED_CUDA:
-        text = dockerfile(real_matrix, variant_id)
+        text = dockerfile(shared_stack_matrix, variant_id)
         assert text.count(marker) == 1
         prefixes.append(instructions(text[: text.index(marker)]))
     assert prefixes[0] == prefixes[1]
 
 
-def test_cuda_locks_are_byte_identical_for_variants_sharing_a_stack(repo_root):
-    # The cuda-libs layer is only reused when COPY requirements-cuda.lock sees the same bytes.
-    first, second = ((repo_root / "images" / i / "requirements-cuda.lock").read_text()
-                     for i in SHARED_CUDA)
-    assert first.splitlines() == second.splitlines()
-    assert first == second
+def test_cuda_lock_inputs_depend_on_the_stack_alone(shared_stack_matrix, real_matrix):
+    # The cuda-libs layer is only reused when COPY requirements-cuda.lock sees the same bytes,
+    # and the lock is resolved from these inputs alone.
+    a, b = (shared_stack_matrix.get(i) for i in SHARED_CUDA)
+    assert locks.cuda_inputs(a) == locks.cuda_inputs(b)
+    # The committed tf2.20 keeps TF's tested 12.5 stack: a different lock, a different layer.
+    committed = [real_matrix.get(i) for i in SHARED_CUDA]
+    assert locks.cuda_inputs(committed[0]) != locks.cuda_inputs(committed[1])

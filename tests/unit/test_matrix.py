@@ -8,12 +8,13 @@ from kerasenv import matrix
 from kerasenv.errors import EXIT_USAGE, MatrixError, UsageError
 
 CPU = "variant 'tf2.21-cpu'"
-GPU = "variant 'tf2.21-cuda12.5'"
+GPU = "variant 'tf2.21-cuda12.9'"
 TF217 = "variant 'tf2.17-cuda12.3'"
+TF220 = "variant 'tf2.20-cuda12.5'"
 TF215 = "variant 'tf2.15-cuda12.2'"
 ROCM = "variant 'tf2.17-rocm6.3'"
 CPU_ID = 'id = "tf2.21-cpu"\n'
-GPU_ID = 'id = "tf2.21-cuda12.5"\n'
+GPU_ID = 'id = "tf2.21-cuda12.9"\n'
 
 
 def load_error(path) -> str:
@@ -47,7 +48,7 @@ def test_defaults_point_to_variants_of_the_right_family(real_matrix, key, family
 
 
 def test_committed_defaults_are_the_newest_releases(real_matrix):
-    assert real_matrix.default_gpu == "tf2.21-cuda12.5"
+    assert real_matrix.default_gpu == "tf2.21-cuda12.9"
     assert real_matrix.default_cpu == "tf2.21-cpu"
 
 
@@ -88,15 +89,17 @@ BAD_VARIANTS = [
                  CPU, "'tensorflow'", "missing", id="missing-required-field"),
     pytest.param(CPU_ID, CPU_ID + 'cuda = "12.5"\n', CPU, "'cuda'", "not allowed",
                  id="cuda-field-on-cpu"),
-    pytest.param('cudnn = "9.3.0.75"', 'cudnn = "8.9.7.29"', GPU, "'cudnn'", "8.9.7.29",
-                 id="tf2.21-with-cudnn8"),
+    pytest.param('cudnn = "9.24.0.43"', 'cudnn = "8.9.7.29"', GPU, "'cudnn'",
+                 "no wheel set known for CUDA 12.9 / cuDNN 8.9.7.29", id="tf2.21-with-cudnn8"),
+    pytest.param('cudnn = "9.3.0.75"', 'cudnn = "8.9.7.29"', TF220, "'cudnn'",
+                 "pin the tested stack, or add gpu_evidence", id="tf2.20-with-cudnn8-no-evidence"),
     pytest.param('cuda = "12.3"', 'cuda = "12.5"', TF217, "'cuda'", "12.5",
                  id="tf2.17-with-cuda12.5"),
     pytest.param('nccl = "2.19.3"', 'nccl = "2.19.4"', TF217, "'nccl'", "==2.19.3",
                  id="tf2.17-nccl-not-the-exact-pin"),
-    pytest.param('nccl = "2.27.7"', 'nccl = "2.26.0"', GPU, "'nccl'", ">=2.27.7",
+    pytest.param('nccl = "2.30.7"', 'nccl = "2.26.0"', GPU, "'nccl'", ">=2.27.7",
                  id="tf2.21-nccl-below-floor"),
-    pytest.param('nccl = "2.27.7"', 'nccl = "3.0.1"', GPU, "'nccl'", "<3.0",
+    pytest.param('nccl = "2.30.7"', 'nccl = "3.0.1"', GPU, "'nccl'", "<3.0",
                  id="tf2.21-nccl-3"),
     pytest.param('keras = "3.15.1"', 'keras = "2.15.0"', CPU, "'keras'", "Keras 3",
                  id="tf2.21-with-keras2"),
@@ -114,7 +117,7 @@ BAD_VARIANTS = [
                  "not validated on ROCm 6.3.3", id="tf-not-validated-on-rocm"),
     pytest.param('rocm = "6.3.3"', 'rocm = "5.7.1"', ROCM, "'rocm'", "no TensorFlow support",
                  id="unknown-rocm"),
-    pytest.param('id = "tf2.20-cuda12.5"', 'id = "tf2.21-cuda12.5"', GPU, "'id'", "duplicate id",
+    pytest.param('id = "tf2.20-cuda12.5"', 'id = "tf2.21-cuda12.9"', GPU, "'id'", "duplicate id",
                  id="duplicate-id"),
     pytest.param(CPU_ID, 'id = "TF2.21-CPU"\n', "variant 'TF2.21-CPU'", "'id'", "Docker tag",
                  id="id-not-a-docker-tag"),
@@ -134,7 +137,7 @@ def test_bad_variant_is_rejected_naming_file_entry_and_field(write_matrix, old, 
 
 
 @pytest.mark.parametrize("old, new, where, reason", [
-    pytest.param('default_gpu = "tf2.21-cuda12.5"', 'default_gpu = "tf2.21-cpu"', "default_gpu",
+    pytest.param('default_gpu = "tf2.21-cuda12.9"', 'default_gpu = "tf2.21-cpu"', "default_gpu",
                  "expected cuda", id="default-gpu-is-cpu"),
     pytest.param('default_cpu = "tf2.21-cpu"', 'default_cpu = "tf9-cpu"', "default_cpu",
                  "not a variant id", id="default-cpu-unknown"),
@@ -151,7 +154,73 @@ def test_bad_top_level_key_is_rejected(write_matrix, old, new, where, reason):
 
 def test_nccl_floor_accepts_a_newer_2x_release(write_matrix):
     loaded = matrix.load(write_matrix('nccl = "2.27.7"', 'nccl = "2.28.3"'))
-    assert loaded.get("tf2.21-cuda12.5").nccl == "2.28.3"
+    assert loaded.get("tf2.20-cuda12.5").nccl == "2.28.3"
+
+
+# --- CUDA stacks other than TF's tested one: GPU evidence required ------------------------
+
+EVIDENCE = ('gpu_evidence = { source = "https://github.com/aws/deep-learning-containers/pull/6418", '
+            'gpu = "NVIDIA A10G (the failure reproduced on T4, A10G, L4)", date = "2026-07-16", '
+            'ran = "TF 2.21 Conv2D model.fit() under XLA with CUDA 12.9.1, cuDNN 9.24.0.43, NCCL 2.30.7" }\n')
+OVERRIDE_217 = 'cuda = "12.9"\ncudnn = "9.24.0.43"\nnccl = "2.19.3"\n' + EVIDENCE
+
+
+def test_the_default_gpu_image_is_a_gpu_verified_override_with_its_source(real_matrix):
+    v = real_matrix.get(real_matrix.default_gpu)
+    assert v.is_override and v.provenance.kind == "gpu-verified-override"
+    assert (v.cuda, v.cudnn, v.nccl) == ("12.9", "9.24.0.43", "2.30.7")
+    assert v.provenance.source == "https://github.com/aws/deep-learning-containers/pull/6418"
+    assert "A10G" in v.provenance.gpu and v.provenance.date == "2026-07-16"
+    # Every wheel of the image comes from the override's CUDA 12.9.1 set, not TF's 12.5.
+    assert v.cuda_wheels()["nvidia-cuda-runtime-cu12"] == "12.9.79"
+    assert v.tested_stack.cuda == "12.5"
+
+
+def test_every_other_cuda_variant_is_tensorflows_tested_stack(real_matrix):
+    for v in real_matrix.variants:
+        if v.family == "cuda" and not v.is_override:
+            assert v.provenance.kind == "tensorflow-tested"
+            assert v.gpu_evidence is None
+            assert v.provenance.source == matrix.TF_TESTED_SOURCE
+            assert (v.cuda, v.cudnn) == (v.tested_stack.cuda, v.tested_stack.cudnn)
+        elif v.family != "cuda":
+            assert v.provenance is None
+
+
+@pytest.mark.parametrize("old, new, entry, field, reason", [
+    pytest.param(EVIDENCE, "", GPU, "'cuda'", "pin the tested stack, or add gpu_evidence",
+                 id="override-without-evidence"),
+    pytest.param('source = "https://github.com/aws', 'source = "http://github.com/aws', GPU,
+                 "'gpu_evidence'", "https:// URL", id="evidence-source-not-https"),
+    pytest.param('gpu = "NVIDIA A10G (the failure reproduced on T4, A10G, L4)", ', "", GPU,
+                 "'gpu_evidence'", "'gpu' is missing", id="evidence-without-gpu"),
+    pytest.param('gpu = "NVIDIA A10G (the failure reproduced on T4, A10G, L4)"', 'gpu = "  "', GPU,
+                 "'gpu_evidence'", "'gpu' is missing or empty", id="evidence-gpu-blank"),
+    pytest.param('date = "2026-07-16"', 'date = "16/07/2026"', GPU, "'gpu_evidence'", "YYYY-MM-DD",
+                 id="evidence-date-not-iso"),
+    pytest.param('date = "2026-07-16"', 'date = "2999-01-01"', GPU, "'gpu_evidence'", "in the future",
+                 id="evidence-date-in-the-future"),
+    pytest.param('date = "2026-07-16"', 'date = "2026-07-16", url = "x"', GPU, "'gpu_evidence'",
+                 "unknown key 'url'", id="evidence-unknown-key"),
+    pytest.param('cuda = "12.3"\ncudnn = "8.9.7.29"\nnccl = "2.19.3"\n', OVERRIDE_217, TF217, "'cuda'",
+                 "pins that exactly", id="override-where-and-cuda-is-exact"),
+    pytest.param('cuda = "12.9"', 'cuda = "12.8"', GPU, "'cuda'", "no wheel set known for CUDA 12.8",
+                 id="override-stack-unknown"),
+    pytest.param('notes = "CPU only: laptops and CI"', 'notes = "CPU"\n' + EVIDENCE, CPU,
+                 "'gpu_evidence'", "not allowed for family 'cpu'", id="evidence-on-cpu"),
+])
+def test_a_stack_override_needs_complete_gpu_evidence(write_matrix, old, new, entry, field, reason):
+    message = load_error(write_matrix(old, new))
+    assert f"{entry}, field {field}:" in message
+    assert reason in message
+
+
+def test_evidence_may_back_a_tested_stack_too(write_matrix):
+    # Extra evidence on TF's own stack is shown instead of the generic TF-table provenance.
+    loaded = matrix.load(write_matrix('nccl = "2.19.3"\n', 'nccl = "2.19.3"\n' + EVIDENCE))
+    v = loaded.get("tf2.17-cuda12.3")
+    assert not v.is_override and v.provenance.kind == "tensorflow-tested, gpu-verified"
+    assert v.provenance.source.startswith("https://github.com/aws/")
 
 
 def test_unmodified_copy_loads(write_matrix, real_matrix):

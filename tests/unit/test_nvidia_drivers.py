@@ -9,7 +9,7 @@ from kerasenv.nvidia_drivers import driver_tuple
 
 
 @pytest.mark.parametrize("cuda, floor", [
-    ("12.5", "525.60.13"), ("12.3", "525.60.13"), ("12.2", "525.60.13"), ("11.8", "450.80.02"),
+    ("12.9", "525.60.13"), ("12.5", "525.60.13"), ("12.3", "525.60.13"), ("12.2", "525.60.13"), ("11.8", "450.80.02"),
 ])
 def test_load_floor_is_the_minor_version_compatibility_floor(cuda, floor):
     assert nvidia_drivers.load_floor(cuda) == floor
@@ -20,16 +20,18 @@ def test_load_floor_of_unknown_major_raises():
         nvidia_drivers.load_floor("10.2")
 
 
-@pytest.mark.parametrize("variant_id, load, ptx", [
-    ("tf2.21-cuda12.5", "525.60.13", "555.42.06"),
-    ("tf2.20-cuda12.5", "525.60.13", "555.42.06"),
-    ("tf2.17-cuda12.3", "525.60.13", "545.23.06"),
-    ("tf2.15-cuda12.2", "525.60.13", "535.104.05"),
-    ("tf2.14-cuda11.8", "450.80.02", "520.61.05"),
+@pytest.mark.parametrize("variant_id, load, ptx, wheels", [
+    # TF 2.21 was built with CUDA 12.5.1, so its PTX (and XLA's) JITs on 555.42.06; the image's
+    # CUDA 12.9.1 wheels want 575.57.08, below which they run under minor-version compatibility.
+    ("tf2.21-cuda12.9", "525.60.13", "555.42.06", "575.57.08"),
+    ("tf2.20-cuda12.5", "525.60.13", "555.42.06", "555.42.06"),
+    ("tf2.17-cuda12.3", "525.60.13", "545.23.06", "545.23.06"),
+    ("tf2.15-cuda12.2", "525.60.13", "535.104.05", "535.104.05"),
+    ("tf2.14-cuda11.8", "450.80.02", "520.61.05", "520.61.05"),
 ])
-def test_variant_driver_floors(real_matrix, variant_id, load, ptx):
+def test_variant_driver_floors(real_matrix, variant_id, load, ptx, wheels):
     v = real_matrix.get(variant_id)
-    assert (v.min_driver, v.min_driver_ptx) == (load, ptx)
+    assert (v.min_driver, v.min_driver_ptx, v.min_driver_toolkit) == (load, ptx, wheels)
 
 
 def test_non_cuda_variants_have_no_driver_floor(real_matrix):

@@ -15,6 +15,9 @@ TABLES = {  # scenario: (driver, CUDA, GPU count, first GPU name, first GPU MiB)
     "driver-470": ("470.182.03", "11.4", 1, "Tesla V100-SXM2...", 16160),
     "driver-470-geforce": ("470.63.01", "11.4", 1, "NVIDIA GeForce ...", 16116),
     "a100-535": ("535.129.03", "12.2", 1, "NVIDIA A100-SXM4-80GB", 81920),
+    # WSL2: "Driver Version" is the Windows driver's number (the user-space library says 570.124.06).
+    "rtx5090-572": ("572.70", "12.8", 1, "NVIDIA GeForce RTX 5090", 32607),
+    "b200-575": ("575.57.08", "12.9", 8, "NVIDIA B200", 183359),
     "h100-550": ("550.54.14", "12.4", 2, "NVIDIA H100 NVL", 95830),
     "h200-550": ("550.90.12", None, 1, None, 143771),
     "gh200-550": ("550.127.05", None, 1, None, 97871),

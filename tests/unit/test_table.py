@@ -42,7 +42,20 @@ def test_rows_show_driver_floors(real_matrix):
     assert "| none |" in body[real_matrix.default_cpu]
     assert "(default GPU)" in body[real_matrix.default_gpu]
     assert "(default ROCm)" in body[real_matrix.default_rocm]
-    assert "525.60.13 (PTX JIT: 555.42.06)" in body["tf2.21-cuda12.5"]
+    assert "525.60.13 (PTX JIT: 555.42.06); CUDA 12.9 wheels' own driver: 575.57.08" in body["tf2.21-cuda12.9"]
+    assert "525.60.13 (PTX JIT: 555.42.06) |" in body["tf2.20-cuda12.5"]
+
+
+def test_rows_show_where_each_cuda_stack_comes_from(real_matrix):
+    body = dict(zip(real_matrix.ids, rows(table.markdown(real_matrix))))
+    gpu = real_matrix.get("tf2.21-cuda12.9")
+    assert f"GPU-verified override: {gpu.gpu_evidence.gpu}, 2026-07-16 ([source]({gpu.gpu_evidence.source}))" \
+        in body[gpu.id]
+    for v in real_matrix.variants:
+        if v.family == "cuda" and not v.is_override:
+            assert "[TF's tested configuration](https://www.tensorflow.org/install/source#gpu)" in body[v.id]
+        elif v.family != "cuda":
+            assert "tested configuration" not in body[v.id] and "override" not in body[v.id]
 
 
 def test_replace_in_readme_changes_only_the_marked_block(real_matrix):

@@ -363,10 +363,32 @@ def placement_check(tf, gpus: list) -> dict:
             "checksum": float(tf.reduce_sum(result).numpy())}
 
 
-def jit_compile_arg(choice: str, keras):
+# Blackwell (compute capability 10.x-12.x): TF's XLA takes its PTX version from the CUDA TF
+# was built with (8.5 for TF 2.21), LLVM needs 8.6 for sm_100 and 8.7 for sm_120, and aborts
+# the whole process ("LLVM ERROR: PTX version 8.5 does not support target 'sm_120'",
+# tensorflow/tensorflow#111958). So "auto" means XLA off there; `kerasenv doctor` says the
+# same (src/kerasenv/blackwell.py, BLACKWELL_MAJORS; a unit test keeps the two equal).
+BLACKWELL_MAJORS = (10, 11, 12)
+
+
+def xla_blocker(gpus: list[dict]) -> str | None:
+    """Why XLA must stay off on these GPUs, or None."""
+    for gpu in gpus:
+        cc = gpu.get("compute_capability")
+        if cc and int(cc.split(".")[0]) in BLACKWELL_MAJORS:
+            return (f"{gpu.get('name')} is a Blackwell GPU (compute capability {cc}): this TensorFlow's "
+                    "XLA cannot emit PTX for it (tensorflow/tensorflow#111958)")
+    return None
+
+
+def jit_compile_arg(choice: str, keras, gpus: list[dict]):
+    """(value for Model.compile, the effective setting, why it was changed or None)."""
     if choice == "auto":
-        return "auto" if keras_version(keras).startswith("3.") else None
-    return choice == "on"
+        blocker = xla_blocker(gpus)
+        if blocker:
+            return False, "off", blocker + "; jit_compile turned off (pass --jit-compile on to force it)"
+        return ("auto" if keras_version(keras).startswith("3.") else None), "auto", None
+    return choice == "on", choice, None
 
 
 def multi_worker(tf, tf_config: str, report: dict):
@@ -494,11 +516,14 @@ def train(tf, keras, args, report: dict, gpus: list) -> dict:
     dataset = make_dataset(tf, images, labels, global_batch, args.seed)
     steps_per_epoch = args.samples // global_batch
 
+    jit_compile, jit_setting, jit_reason = jit_compile_arg(args.jit_compile, keras, report["gpus"])
+    if jit_reason:
+        log(jit_reason)
     with strategy.scope():
         model = build_model(keras)
         model.compile(optimizer=keras.optimizers.Adam(learning_rate=args.learning_rate),
                       loss="sparse_categorical_crossentropy", metrics=["accuracy"],
-                      jit_compile=jit_compile_arg(args.jit_compile, keras))
+                      jit_compile=jit_compile)
 
     backup_dir = os.path.join(args.output_dir, "backup")
     resumed = os.path.isdir(backup_dir) and bool(os.listdir(backup_dir))
@@ -534,7 +559,7 @@ def train(tf, keras, args, report: dict, gpus: list) -> dict:
         "resumed_from_epoch": resumed_from,
         "batch_size": args.batch_size, "global_batch_size": global_batch, "samples": args.samples,
         "steps_per_epoch": steps_per_epoch, "learning_rate": args.learning_rate,
-        "mixed_precision": precision, "jit_compile": args.jit_compile,
+        "mixed_precision": precision, "jit_compile": jit_setting, "jit_compile_reason": jit_reason,
         "strategy": type(strategy).__name__, "replicas": replicas,
         "loss_per_epoch": losses, "accuracy_per_epoch": accuracies,
         "first_loss": first_loss, "final_loss": final_loss,
