@@ -182,16 +182,6 @@ def host_info(client=None, host_gpus=None) -> dict:
     return info
 
 
-def docker_can_give_gpus(client) -> bool:
-    """Docker's own answer to `--gpus all` (docker_gpus.ask, as `kerasenv run` and doctor use)."""
-    from . import docker_gpus
-
-    try:
-        return bool(docker_gpus.ask(client).available)
-    except Exception:  # noqa: BLE001 - Docker trouble: no GPUs; starting the bench reports it
-        return False
-
-
 def plan_devices(v: Variant, gpus: str | list[int], host_gpus, docker_gpus: bool, say=lambda m: None) -> list[Device]:
     """The CPU always; then the GPUs asked for (auto: every GPU when the host and Docker can give them)."""
     devices = [Device(id="cpu", kind="cpu", gpus_request="none", name=cpu_model())]
@@ -229,8 +219,7 @@ def plan_devices(v: Variant, gpus: str | list[int], host_gpus, docker_gpus: bool
 # --- running one device ----------------------------------------------------------------
 
 def container_command(v: Variant, settings: Settings, device: Device) -> list[str]:
-    python = "python3" if v.family == "rocm" else "python"
-    return [python, f"{MOUNT_DIR}/bench_train.py", *settings.container_args(device.kind)]
+    return [v.interpreter, f"{MOUNT_DIR}/bench_train.py", *settings.container_args(device.kind)]
 
 
 class _ProgressRelay:

@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 from .docker_client import PROJECT_LABEL
 from .errors import BuildFailed, UsageError
-from .matrix import REPO_ROOT, Matrix, Variant
+from .matrix import IN_IMAGE_DIR, REPO_ROOT, Matrix, Variant
 
 CA_ENV_VARS = ("KERASENV_CA_CERT", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 _STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)")
@@ -58,17 +58,24 @@ def read_ca_cert(path: str) -> bytes:
 
 
 def context_tar(folder: Path, ca_pem: bytes | None) -> io.BytesIO:
-    """The build context: the variant folder plus, optionally, build-ca.pem.
+    """The build context: images/ holding only what this variant's build needs (its
+    folder, the in-image code in images/common/) plus, optionally, <id>/build-ca.pem.
 
-    Built in memory so the CA never gets written into the source tree.
+    The same layout as `docker build -f images/<id>/Dockerfile images`, built in memory so
+    the CA never gets written into the source tree.
     """
+    images = folder.parent
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for path in sorted(folder.iterdir()):
             if path.is_file() and path.name != "build-ca.pem":
-                tar.add(path, arcname=path.name)
+                tar.add(path, arcname=f"{folder.name}/{path.name}")
+        common = images / IN_IMAGE_DIR
+        for path in sorted(common.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix == ".py":
+                tar.add(path, arcname=str(path.relative_to(images)))
         if ca_pem is not None:
-            info = tarfile.TarInfo("build-ca.pem")
+            info = tarfile.TarInfo(f"{folder.name}/build-ca.pem")
             info.size, info.mode = len(ca_pem), 0o644
             tar.addfile(info, io.BytesIO(ca_pem))
     buf.seek(0)
@@ -154,6 +161,7 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     revision = git_revision()
     stream = client.api.build(
         fileobj=context_tar(folder, ca_pem), custom_context=True, encoding="identity",
+        dockerfile=f"{v.id}/Dockerfile",
         tag=v.image_ref, rm=True, forcerm=True, pull=False, nocache=no_cache, decode=True,
         buildargs={"BASE_IMAGE": base, "KERASENV_REVISION": revision,
                    "KERASENV_CREATED": build_date(revision)},

@@ -184,6 +184,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
 
 
+def _say(message: str) -> None:
+    """Progress and notes go to stderr; stdout is the command's output."""
+    print(message, file=sys.stderr)
+
+
 def _raise_terminated(signum, frame):
     # Only the first SIGTERM interrupts: a second one during clean-up must not cut it short.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -277,57 +282,19 @@ def _cmd_base_offline(args, matrix: Matrix) -> int:
 
 
 def _cmd_clean(args, matrix: Matrix) -> int:
-    from . import docker_client
+    from . import clean, docker_client
 
-    client = docker_client.client()
-    label = docker_client.PROJECT_LABEL
-    removed = 0
-    for container in client.containers.list(all=True, filters={"label": label}):
-        container.remove(force=True)
-        print(f"removed container {container.name}")
-        removed += 1
-    for network in client.networks.list(filters={"label": label}):  # multi-worker networks
-        network.remove()
-        print(f"removed network {network.name}")
-    # Old final images a rebuild left untagged carry the variant label. The untagged last
-    # image of each builder stage carries only the project label: it is Docker's build
-    # cache for the pip install steps (pruning it made the next build cold), so it stays
-    # unless --images asks for everything to go.
-    reclaimed = _prune_dangling(client, "io.kerasenv.variant")
-    if args.images:
-        for v in matrix.variants:
-            if client.images.list(name=v.image_ref):
-                client.images.remove(v.image_ref)
-                print(f"removed image {v.image_ref}")
-        reclaimed += _prune_dangling(client, label)
-        # The PTX JIT caches belong to the images (kept by plain `clean`: they are caches).
-        for volume in client.volumes.list(filters={"label": "io.kerasenv.kind=cuda-cache"}):
-            volume.remove()
-            print(f"removed volume {volume.name}")
-    print(f"clean: {removed} container(s), {reclaimed / 1e6:.0f} MB reclaimed")
+    done = clean.clean(docker_client.client(), matrix, images=args.images, say=print)
+    print(f"clean: {done.containers} container(s), {done.reclaimed_bytes / 1e6:.0f} MB reclaimed")
     return 0
-
-
-def _prune_dangling(client, label: str) -> int:
-    pruned = client.images.prune(filters={"dangling": True, "label": label})
-    for item in pruned.get("ImagesDeleted") or []:
-        if item.get("Deleted"):
-            print(f"removed dangling image {item['Deleted']}")
-    return pruned.get("SpaceReclaimed", 0)
 
 
 def _cmd_size(args, matrix: Matrix) -> int:
     from . import docker_client, sizes
 
     client = docker_client.client()
-    variants = matrix.select(args.ids) if args.ids else [
-        v for v in matrix.variants if client.images.list(name=v.image_ref)]
-    measured = {}
-    for v in variants:
-        if not client.images.list(name=v.image_ref):
-            raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}`")
-        measured[v.id] = sizes.measure(client, v.image_ref, v.base_image)
-    over = []
+    variants = sizes.built_variants(client, matrix, args.ids)
+    measured = sizes.measure_variants(client, variants)
     # With `--json -` stdout is the JSON document alone; the table goes to stderr.
     table = sys.stderr if str(args.json) == "-" else sys.stdout
     print(f"{'image':<26}{'total':>9}{'budget':>9}" + "".join(f"{p:>12}" for p in sizes.PARTS), file=table)
@@ -336,16 +303,12 @@ def _cmd_size(args, matrix: Matrix) -> int:
         budget = f"{v.size_budget_mb / 1000:.2f}" if v.size_budget_mb else "-"
         print(f"{v.image_ref:<26}{m.total / 1e9:>8.2f}G{budget:>8}G"
               + "".join(f"{m.parts.get(p, 0) / 1e6:>11.0f}M" for p in sizes.PARTS), file=table)
-        if m.over_budget(v):
-            over.append(v)
-    ids = list(measured)
-    shared = [(a, b, sizes.shared_bytes(measured[a], measured[b]))
-              for i, a in enumerate(ids) for b in ids[i + 1:]]
-    shared = [pair for pair in shared if pair[2] > 100e6]
+    shared = sizes.shared_pairs(measured)
     for a, b, nbytes in shared:
         print(f"shared by {a} and {b}: {nbytes / 1e9:.2f} GB", file=table)
     if args.json:
         _write_sizes_json(args.json, variants, measured, shared)
+    over = sizes.over_budget(variants, measured)
     if args.check and over:
         raise KerasenvError("over budget: " + ", ".join(
             f"{v.id} {measured[v.id].total / 1e9:.2f} GB > {v.size_budget_mb / 1000:.2f} GB" for v in over))
@@ -366,7 +329,7 @@ def _write_sizes_json(path: Path, variants, measured, shared) -> None:
 def _cmd_bench(args, matrix: Matrix) -> int:
     import time
 
-    from . import bench, bench_report, docker_client, doctor
+    from . import bench, bench_report, docker_client, docker_gpus, doctor, variants
 
     if args.report_only:
         return _cmd_bench_report(args, matrix)
@@ -376,17 +339,15 @@ def _cmd_bench(args, matrix: Matrix) -> int:
     gpus = bench.parse_gpus(args.gpus)
     if not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
-    v = matrix.get(args.id) if args.id else None
+    v = variants.named(matrix, args.id or None)
     root = args.output_dir or bench.BENCH_ROOT
     client = docker_client.client()
     host_gpus = doctor.probe_nvidia()
-    docker_gpus = gpus != "none" and bench.docker_can_give_gpus(client)
+    can_give = gpus != "none" and docker_gpus.can_give(client)
     if v is None:
-        can_gpu = gpus != "none" and host_gpus.present and not host_gpus.error and bool(host_gpus.gpus) and docker_gpus
-        can_gpu = can_gpu or gpus not in ("auto", "none")  # GPUs asked for: a GPU image, or the reason there is none
-        v = matrix.get(matrix.default_gpu if can_gpu else matrix.default_cpu)
+        v = variants.default_for_gpus(matrix, gpus, host_gpus, can_give)
         print(f"kerasenv: benchmarking {v.image_ref}", file=sys.stderr)
-    devices = bench.plan_devices(v, gpus, host_gpus, docker_gpus, say=lambda m: print(m, file=sys.stderr))
+    devices = bench.plan_devices(v, gpus, host_gpus, can_give, say=_say)
     host = bench.host_info(client, host_gpus)
     started = time.perf_counter()
     runs = [bench.run_device(client, v, d, settings, root, host=host, timeout=args.timeout) for d in devices]
@@ -415,14 +376,14 @@ def _cmd_bench_report(args, matrix: Matrix) -> int:
 
 
 def _cmd_doctor(args, matrix: Matrix) -> int:
-    from . import docker_client, doctor
+    from . import container_probe, docker_client, doctor
 
     facts = doctor.gather(docker_client.client)
     report = doctor.judge(facts, matrix)
     result = report.as_dict()
     container = None
     if args.container:
-        container = _container_probe(matrix.get(args.container), args.gpus)
+        container = container_probe.probe(matrix.get(args.container), args.gpus)
         result["container"] = container
     if args.json:
         print(json.dumps(result, indent=2))
@@ -443,103 +404,6 @@ def _cmd_doctor(args, matrix: Matrix) -> int:
     return 0
 
 
-def _container_probe(v, gpus: str) -> dict:
-    """Inside the image, with the GPU flags: nvidia-smi -L, TensorFlow's GPU list and, in
-    CUDA images, TensorFlow's own GPU-library check (gpu_libraries_probe). That check needs
-    no GPU, so when Docker cannot give one it still runs, in a container without GPUs."""
-    from . import docker_client, gpu_libraries_probe
-
-    client = docker_client.client()
-    probe = ["python" if v.family != "rocm" else "python3", "-c", gpu_libraries_probe.source()]
-    command = probe + (["--devices"] if v.family == "cuda" else ["--devices-only"])
-    started = True
-    try:
-        data = _probe_json(client, v, command, gpus)
-    except KerasenvError as exc:
-        started = False
-        data = {"nvidia_smi_l": exc.message, "tf_gpus": []}
-        if v.family == "cuda":
-            try:
-                libraries = _probe_json(client, v, probe, "none")
-                data.update({k: libraries[k] for k in ("failed", "later") if k in libraries})
-            except KerasenvError:
-                pass
-    data["status"] = {"nvidia_smi_l": "PASS" if started and data.get("nvidia_smi_l") else "FAIL",
-                      "tf_gpus": "PASS" if started and data.get("tf_gpus") else "FAIL"}
-    if v.family == "cuda":
-        data["tf_gpu_libraries"], data["status"]["tf_gpu_libraries"] = gpu_library_verdict(data, v)
-    return data
-
-
-def _probe_json(client, v, command: list[str], gpus: str) -> dict:
-    """Run a probe that prints one JSON line; its dict, or {} when it printed none."""
-    import io
-
-    from . import runner
-
-    stdout, stderr = io.StringIO(), io.StringIO()
-    result = runner.run(client, v, command, gpus=gpus, runs_dir=None, user=None,
-                        kind="probe", stream=stderr, stdout=stdout, network="none")
-    for line in reversed(stdout.getvalue().strip().splitlines()):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                break
-    return {"nvidia_smi_l": f"probe failed (exit {result.exit_code})", "tf_gpus": []}
-
-
-def gpu_library_verdict(data: dict, v) -> tuple[str, str]:
-    """One line for TensorFlow's own GPU-library check, with its fix when it failed."""
-    failed = data.get("failed")
-    if failed is None:
-        return "not checked: the probe printed no result", "FAIL"
-    if not failed:
-        return ("TryDlopenCUDALibraries() OK; cuDNN sub-libraries, NVRTC, NCCL, CUPTI load"
-                f"{', nvJitLink' if 'nvjitlink' in data.get('later', {}) else ''}"), "PASS"
-    return (f"{'; '.join(failed[:3])}{' ...' if len(failed) > 3 else ''} -- fix: rebuild the image "
-            f"(`make build VARIANT={v.id}`); an image built by an older kerasenv lacks "
-            "/etc/ld.so.conf.d/kerasenv-cuda-wheels.conf"), "FAIL"
-
-
-def _resolve_run_variant(args, matrix: Matrix, client):
-    from . import doctor
-
-    if args.id != "auto":
-        return matrix.get(args.id), args.gpus
-    report = doctor.judge(doctor.gather(lambda: client), matrix)
-    print(f"kerasenv: using {report.recommended} ({report.reason})", file=sys.stderr)
-    return matrix.get(report.recommended), args.gpus
-
-
-def _gpus_for(v, spec: str, client) -> str:
-    """--gpus auto: all GPUs when Docker can hand them out (asked of Docker), else none."""
-    if spec != "auto":
-        return spec
-    if v.family == "rocm":
-        return "all"
-    if v.family != "cuda":
-        return "none"
-    from . import docker_gpus
-
-    answer = docker_gpus.ask(client, v.image_ref)
-    if answer.available:
-        return "all"
-    print(f"kerasenv: running without a GPU: {answer.explain()} (--gpus all to insist)", file=sys.stderr)
-    return "none"
-
-
-def _container_args(args) -> tuple[list[str] | None, dict[str, str]]:
-    cmd = list(args.cmd)
-    env = {}
-    for item in args.env:
-        if "=" not in item:
-            raise UsageError(f"-e {item!r}: expected KEY=VALUE")
-        key, value = item.split("=", 1)
-        env[key] = value
-    return cmd, env
-
-
 def _cmd_run(args, matrix: Matrix) -> int:
     return _run_container(args, matrix, smoke=False)
 
@@ -549,48 +413,30 @@ def _cmd_smoke(args, matrix: Matrix) -> int:
 
 
 def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
-    import uuid
-    from datetime import datetime, timezone
+    from . import build, docker_client, docker_gpus, runner, variants
 
-    from . import build, docker_client, gpu_request, runner
-
-    if args.id != "auto":
-        matrix.get(args.id)  # an unknown id fails before Docker is asked anything
-    gpu_request.parse(None if args.gpus == "auto" else args.gpus)  # reject bad specs before Docker
-    runner.parse_shm(args.shm_size)
-    if args.memory:
-        runner.parse_memory(args.memory)
-    runner.prepare_runs_dir(args.runs_dir, args.user or runner.default_user())  # before Docker, too
+    # Everything that can be checked is, before Docker is asked anything.
+    v = variants.named(matrix, None if args.id == variants.AUTO else args.id)
+    runner.check_options(gpus=args.gpus, shm_size=args.shm_size, memory=args.memory, runs_dir=args.runs_dir,
+                         user=args.user)
     client = docker_client.client()
-    v, spec = _resolve_run_variant(args, matrix, client)
+    if v is None:
+        v, reason = variants.recommended(matrix, client)
+        print(f"kerasenv: using {v.id} ({reason})", file=sys.stderr)
     if args.build_missing and not client.images.list(name=v.image_ref):
-        ca = build.default_ca_cert(None)
-        build.build(client, matrix, v, ca_cert=ca)
-    gpus = _gpus_for(v, spec, client)
-    cmd, env = _container_args(args)
-    python = "python3" if v.family == "rocm" else "python"
-    run_id = None
-    if smoke or not cmd:
-        run_id = getattr(args, "run_id", None) or (
-            datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6])
-        script = [python, "/opt/kerasenv/smoke_train.py", "--run-id", run_id]
-        if smoke:
-            for flag in ("epochs", "batch_size", "learning_rate", "mixed_precision"):
-                value = getattr(args, flag)
-                if value is not None:
-                    script += [f"--{flag.replace('_', '-')}", str(value)]
-            if args.require_gpu:
-                script.append("--require-gpu")
-            cmd = script + cmd
-        else:
-            cmd = script
+        build.build(client, matrix, v, ca_cert=build.default_ca_cert(None))
+    gpus = docker_gpus.request_for(client, v, args.gpus, say=_say)
+    env = runner.parse_env(args.env)
+    flags = runner.smoke_flags(epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+                               mixed_precision=args.mixed_precision, require_gpu=args.require_gpu) if smoke else []
+    cmd, run_id = runner.workload(v, args.cmd, smoke=smoke, run_id=getattr(args, "run_id", None), flags=flags)
     result = runner.run(client, v, cmd, gpus=gpus, shm_size=args.shm_size, runs_dir=args.runs_dir,
                         user=args.user, env=env, memory=args.memory, kind="smoke" if smoke else "run",
                         missing_hint=" (or pass --build-missing)",
                         network="none" if smoke else None,
                         stdout=None if smoke else sys.stdout)  # `run`: the command's stdout is ours
     if result.oom_killed:
-        limit = _format_limit(result.memory_limit) if result.memory_limit else "host memory"
+        limit = runner.format_limit(result.memory_limit) if result.memory_limit else "host memory"
         print(f"kerasenv: error: the container was OOM-killed (limit {limit}): lower BATCH_SIZE or "
               "raise --memory", file=sys.stderr)
         return EXIT_OOM
@@ -599,7 +445,7 @@ def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
         print("kerasenv: error: the container was killed (SIGKILL, e.g. `docker kill`), not by the OOM killer: "
               f"rerun the same command{resume} to resume from the last epoch backup", file=sys.stderr)
     if run_id:
-        report = Path(args.runs_dir) / run_id / "report.json"
+        report = runner.report_path(args.runs_dir, run_id)
         if getattr(args, "json", False) and report.exists():
             sys.stdout.write(report.read_text())
         print(f"kerasenv: report {report}" if report.exists() else
@@ -607,25 +453,14 @@ def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
     return result.exit_code
 
 
-def _format_limit(nbytes: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20)):
-        if nbytes >= size:
-            value = nbytes / size
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{nbytes} bytes"
-
-
 def _cmd_multiworker(args, matrix: Matrix) -> int:
-    import uuid
-    from datetime import datetime, timezone
+    from . import docker_client, multiworker, runner, variants
 
-    from . import docker_client, multiworker
-
-    v = matrix.get(args.id)
-    run_id = args.run_id or ("mw-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6])
+    v = variants.named(matrix, args.id)
+    run_id = args.run_id or runner.new_run_id("mw-")
     code = multiworker.run(docker_client.client(), v, workers=args.workers, runs_dir=args.runs_dir, run_id=run_id,
                            smoke_args=list(args.cmd), user=args.user, timeout=args.timeout)
-    report = Path(args.runs_dir) / run_id / "report.json"
+    report = runner.report_path(args.runs_dir, run_id)
     if args.json and report.exists():
         sys.stdout.write(report.read_text())
     print(f"kerasenv: chief's report {report}", file=sys.stderr)

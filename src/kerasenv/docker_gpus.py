@@ -81,6 +81,32 @@ def ask(client, image: str | None = None) -> Answer:
     return answer
 
 
+def can_give(client) -> bool:
+    """`ask`'s yes as a bool; Docker trouble counts as no (`kerasenv bench`: starting the
+    bench reports it)."""
+    try:
+        return bool(ask(client).available)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def request_for(client, v, spec: str, say=lambda m: None) -> str:
+    """The `--gpus` request for variant `v`: `spec` as given, except auto: all for ROCm,
+    none for the CPU image, and for CUDA all when Docker can hand GPUs out (asked of
+    Docker), else none, which `say` explains."""
+    if spec != "auto":
+        return spec
+    if v.family == "rocm":
+        return "all"
+    if v.family != "cuda":
+        return "none"
+    answer = ask(client, v.image_ref)
+    if answer.available:
+        return "all"
+    say(f"kerasenv: running without a GPU: {answer.explain()} (--gpus all to insist)")
+    return "none"
+
+
 def forget() -> None:
     """Drop the cached answers (tests; a long-lived process after the host changed)."""
     _answers.clear()

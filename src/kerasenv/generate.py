@@ -1,7 +1,7 @@
 """Derive every generated file from the matrix, and detect drift.
 
-Generated: images/<id>/Dockerfile, images/<id>/.dockerignore and the README
-variant table. Checked (not generated, since `kerasenv lock` needs the network):
+Generated: images/<id>/Dockerfile, images/<id>/build-ca.md, images/.dockerignore
+(images/ is the one build context of every image) and the README variant table. Checked (not generated, since `kerasenv lock` needs the network):
 that every lock file agrees with the matrix.
 """
 
@@ -14,9 +14,10 @@ from pathlib import Path
 
 from . import labels as labels_mod
 from . import locks, table
-from .matrix import REPO_ROOT, Matrix, Variant
+from .matrix import IN_IMAGE_DIR, Matrix, Variant
 
-SMOKE_SCRIPT = REPO_ROOT / "scripts" / "smoke_train.py"
+# What variant folders held before images/ became one build context: a leftover is drift.
+_LEFTOVERS = (".dockerignore", "smoke_train.py")
 _SECTION_RE = re.compile(r"\{\{#(\w+)\}\}\n(.*?)\{\{/\1\}\}\n", re.S)
 _PLACEHOLDER_RE = re.compile(r"\{\{(\w+)\}\}")
 
@@ -69,25 +70,15 @@ def dockerfile(matrix: Matrix, v: Variant) -> str:
 
 def expected_files(matrix: Matrix, root: Path) -> dict[Path, str]:
     files: dict[Path, str] = {}
+    files[root / "images" / ".dockerignore"] = _template("dockerignore.in")
     for v in matrix.variants:
         folder = root / "images" / v.id
         files[folder / "Dockerfile"] = dockerfile(matrix, v)
-        files[folder / ".dockerignore"] = _template("dockerignore.in")
         files[folder / "build-ca.md"] = _template("build-ca.md.in")
-        # A copy per image folder keeps `docker build images/<id>` self-contained.
-        files[folder / SMOKE_SCRIPT.name] = _generated_copy(SMOKE_SCRIPT)
     readme = root / "README.md"
     if readme.exists():
         files[readme] = table.replace_in_readme(readme.read_text(encoding="utf-8"), matrix)
     return files
-
-
-def _generated_copy(source: Path) -> str:
-    """The file with a second line saying where it comes from (the first is the shebang)."""
-    first, _, rest = source.read_text(encoding="utf-8").partition("\n")
-    note = (f"# GENERATED copy of {source.relative_to(REPO_ROOT)} by `kerasenv generate`: "
-            "edit that file, then run `make generate`.")
-    return f"{first}\n{note}\n{rest}"
 
 
 @dataclass
@@ -125,8 +116,12 @@ def check(matrix: Matrix, root: Path) -> list[Drift]:
         drift.append(Drift(readme, f"has no variant table markers ({table.BEGIN})"))
     known = {v.id for v in matrix.variants}
     for folder in sorted((root / "images").iterdir()):
-        if folder.is_dir() and folder.name not in known:
+        if folder.is_dir() and folder.name not in known and folder.name != IN_IMAGE_DIR:
             drift.append(Drift(folder, "folder of a variant that is not in the matrix; remove it"))
+        for name in _LEFTOVERS if folder.name in known else ():
+            if (folder / name).exists():
+                drift.append(Drift(folder / name, "left over from per-variant build contexts; remove it "
+                                                  f"(the in-image code is images/{IN_IMAGE_DIR}/)"))
     for v in matrix.variants:
         drift.extend(Drift(p, r) for p, r in locks.check_variant(v, root / "images" / v.id))
     return drift

@@ -25,6 +25,9 @@ else:  # pragma: no cover - Python 3.10
 FAMILIES = ("cpu", "cuda", "rocm")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MATRIX = REPO_ROOT / "images" / "matrix.toml"
+# images/<IN_IMAGE_DIR>/: the in-image code (kerasenv_image), one copy for every image;
+# images/ is the build context of each (`docker build -f images/<id>/Dockerfile images`).
+IN_IMAGE_DIR = "common"
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")  # a valid Docker tag, lower-case
 _VERSION_RE = re.compile(r"^\d+(\.\d+)+$")
@@ -139,6 +142,11 @@ class Variant:
     @property
     def image_ref(self) -> str:
         return f"kerasenv:{self.id}"
+
+    @property
+    def interpreter(self) -> str:
+        """The image's Python command: AMD's ROCm image has only `python3`."""
+        return "python3" if self.family == "rocm" else "python"
 
     def cuda_wheels(self) -> dict[str, str]:
         """Every nvidia-* wheel of this variant, exactly pinned (empty unless cuda)."""

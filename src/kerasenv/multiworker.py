@@ -19,7 +19,7 @@ from pathlib import Path
 from .docker_client import PROJECT_LABEL
 from .errors import KerasenvError, UsageError
 from .matrix import Variant
-from .runner import DEFAULT_SHM, RUNS_IN_CONTAINER, default_user, prepare_runs_dir
+from .runner import DEFAULT_SHM, RUNS_IN_CONTAINER, default_user, prepare_runs_dir, smoke_command
 
 PORT = 12345
 
@@ -60,13 +60,12 @@ def run(client, v: Variant, *, workers: int, runs_dir: Path, run_id: str, smoke_
     tag = uuid.uuid4().hex[:8]
     labels = {PROJECT_LABEL: "kerasenv", "io.kerasenv.kind": "multiworker", "io.kerasenv.run": tag}
     hosts = [f"kerasenv-mw-{tag}-{i}" for i in range(workers)]
-    python = "python3" if v.family == "rocm" else "python"
     network = client.networks.create(f"kerasenv-mw-{tag}", labels=labels)
     containers = []
     try:
         for index, host in enumerate(hosts):
             container = client.containers.create(
-                v.image_ref, [python, "/opt/kerasenv/smoke_train.py", "--run-id", run_id, *smoke_args],
+                v.image_ref, smoke_command(v, run_id, smoke_args),
                 name=host, hostname=host, network=network.name, init=True, shm_size=shm_size, user=user,
                 environment={"TF_CONFIG": tf_config(hosts, index), "TF_CPP_MIN_LOG_LEVEL": "2"},
                 volumes={str(runs): {"bind": RUNS_IN_CONTAINER, "mode": "rw"}}, labels=labels)

@@ -14,6 +14,7 @@ import sys
 import threading
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from . import gpu_request
@@ -23,6 +24,7 @@ from .matrix import Variant
 
 DEFAULT_SHM = "2g"
 RUNS_IN_CONTAINER = "/workspace/runs"
+SMOKE_SCRIPT = "/opt/kerasenv/smoke_train.py"  # in every image
 EXIT_NO_GPU = 3
 # The driver's PTX JIT cache (CUDA_CACHE_PATH in the CUDA images): a named volume per image,
 # so kernels JIT-compiled for Hopper/Blackwell survive --rm and --user (HOME=/).
@@ -60,6 +62,76 @@ def parse_memory(value: str) -> str:
     if int(number) * {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit.lower()] < 6 * 2**20:
         raise UsageError(f"--memory {value}: Docker's minimum is 6m")
     return value
+
+
+def check_options(*, gpus: str, shm_size: str, memory: str | None, runs_dir: Path, user: str | None) -> None:
+    """Reject what Docker would, and make the runs directory, before Docker is asked
+    anything (`--gpus auto` is decided later, by docker_gpus.request_for)."""
+    gpu_request.parse(None if gpus == "auto" else gpus)
+    parse_shm(shm_size)
+    if memory:
+        parse_memory(memory)
+    prepare_runs_dir(runs_dir, user or default_user())
+
+
+def parse_env(items: list[str]) -> dict[str, str]:
+    """`-e KEY=VALUE` options as the container's environment."""
+    env = {}
+    for item in items:
+        if "=" not in item:
+            raise UsageError(f"-e {item!r}: expected KEY=VALUE")
+        key, value = item.split("=", 1)
+        env[key] = value
+    return env
+
+
+def new_run_id(prefix: str = "") -> str:
+    """A fresh name for runs/<run-id>: UTC time to the second, then 6 random hex digits."""
+    return prefix + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
+
+def report_path(runs_dir: Path, run_id: str) -> Path:
+    """Where the smoke training writes its report on the host."""
+    return Path(runs_dir) / run_id / "report.json"
+
+
+def smoke_command(v: Variant, run_id: str, flags: list[str] | tuple[str, ...] = ()) -> list[str]:
+    return [v.interpreter, SMOKE_SCRIPT, "--run-id", run_id, *flags]
+
+
+def smoke_flags(*, epochs: int | None = None, batch_size: int | None = None, learning_rate: float | None = None,
+                mixed_precision: str | None = None, require_gpu: bool = False) -> list[str]:
+    """smoke_train.py's flags for the options given (None: the script's default)."""
+    flags: list[str] = []
+    for name, value in (("--epochs", epochs), ("--batch-size", batch_size), ("--learning-rate", learning_rate),
+                        ("--mixed-precision", mixed_precision)):
+        if value is not None:
+            flags += [name, str(value)]
+    if require_gpu:
+        flags.append("--require-gpu")
+    return flags
+
+
+def workload(v: Variant, command: list[str], *, smoke: bool, run_id: str | None = None,
+             flags: list[str] | tuple[str, ...] = ()) -> tuple[list[str], str | None]:
+    """The container's command and its run id (None when the smoke training does not run).
+
+    `kerasenv smoke`: the smoke training with `flags`, then `command` (extra smoke_train.py
+    flags). `kerasenv run`: `command`, or the smoke training without one (`flags` unused).
+    The run id is `run_id`, else a new one."""
+    if not smoke and command:
+        return list(command), None
+    run_id = run_id or new_run_id()
+    return smoke_command(v, run_id, [*flags, *command] if smoke else []), run_id
+
+
+def format_limit(nbytes: int) -> str:
+    """A memory limit as Docker's -m would take it back: 4 GiB, 1.5 GiB, 512 MiB."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20)):
+        if nbytes >= size:
+            value = nbytes / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{nbytes} bytes"
 
 
 def cuda_cache_volume(v: Variant) -> str:

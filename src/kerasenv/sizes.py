@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .matrix import Variant
+from .errors import UsageError
+from .matrix import Matrix, Variant
 
 PARTS = ("base", "python", "cuda", "tensorflow", "kerasenv")
+SHARED_MIN_BYTES = 100e6  # pairs of images sharing less are not worth a line
 
 
 @dataclass
@@ -65,3 +67,31 @@ def shared_bytes(a: ImageSize, b: ImageSize) -> int:
     """Bytes of layers stored once for both images (same diff id)."""
     b_ids = {diff for diff, _ in b.layers}
     return sum(size for diff, size in a.layers if diff in b_ids)
+
+
+def built_variants(client, matrix: Matrix, ids: list[str]) -> list[Variant]:
+    """The variants named by `ids`, or, without ids, every variant built locally."""
+    if ids:
+        return matrix.select(ids)
+    return [v for v in matrix.variants if client.images.list(name=v.image_ref)]
+
+
+def measure_variants(client, variants: list[Variant]) -> dict[str, ImageSize]:
+    """Each variant's image, by id; a variant not built here is a UsageError."""
+    measured = {}
+    for v in variants:
+        if not client.images.list(name=v.image_ref):
+            raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}`")
+        measured[v.id] = measure(client, v.image_ref, v.base_image)
+    return measured
+
+
+def shared_pairs(measured: dict[str, ImageSize], min_bytes: float = SHARED_MIN_BYTES) -> list[tuple[str, str, int]]:
+    """(id, id, bytes) for each pair of images that stores more than `min_bytes` once."""
+    ids = list(measured)
+    pairs = [(a, b, shared_bytes(measured[a], measured[b])) for i, a in enumerate(ids) for b in ids[i + 1:]]
+    return [pair for pair in pairs if pair[2] > min_bytes]
+
+
+def over_budget(variants: list[Variant], measured: dict[str, ImageSize]) -> list[Variant]:
+    return [v for v in variants if measured[v.id].over_budget(v)]

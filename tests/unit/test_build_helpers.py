@@ -28,9 +28,14 @@ def no_ca_env(monkeypatch):
 @pytest.fixture
 def variant_folder(tmp_path, repo_root):
     """A copy of a real variant folder with a stale build-ca.pem lying in it."""
-    folder = tmp_path / "tf2.21-cuda12.9"
+    images = tmp_path / "images"
+    folder = images / "tf2.21-cuda12.9"
     shutil.copytree(repo_root / "images" / "tf2.21-cuda12.9", folder)
+    shutil.copytree(repo_root / "images" / "common", images / "common")
+    shutil.copytree(repo_root / "images" / "tf2.21-cpu", images / "tf2.21-cpu")  # another variant
     (folder / "build-ca.pem").write_bytes(b"stale CA left in the folder")
+    (images / "common" / "kerasenv_image" / "__pycache__").mkdir(exist_ok=True)
+    (images / "common" / "kerasenv_image" / "__pycache__" / "x.pyc").write_bytes(b"\0")
     return folder
 
 
@@ -87,23 +92,35 @@ def test_unusable_ca_is_a_usage_error_naming_the_file(tmp_path, make, reason):
 
 # --- context_tar -------------------------------------------------------------------------
 
+V = "tf2.21-cuda12.9"
+
+
 def test_context_holds_the_variant_files_but_not_a_stray_ca(variant_folder):
     members = tar_members(variant_folder, None)
-    assert {"Dockerfile", ".dockerignore", "requirements.lock", "requirements-cuda.lock"} <= set(members)
-    assert "build-ca.pem" not in members
-    assert members["Dockerfile"] == (variant_folder / "Dockerfile").read_bytes()
+    assert {f"{V}/Dockerfile", f"{V}/requirements.lock", f"{V}/requirements-cuda.lock", f"{V}/build-ca.md"} \
+        <= set(members)
+    assert f"{V}/build-ca.pem" not in members
+    assert members[f"{V}/Dockerfile"] == (variant_folder / "Dockerfile").read_bytes()
+
+
+def test_context_is_images_with_this_variant_and_the_one_copy_of_the_in_image_code(variant_folder):
+    members = tar_members(variant_folder, None)
+    assert "common/smoke_train.py" in members and "common/kerasenv_image/smoke/main.py" in members
+    assert not [m for m in members if m.startswith("tf2.21-cpu/")]  # other variants stay out
+    assert not [m for m in members if "__pycache__" in m]
+    assert {m.split("/")[0] for m in members} == {V, "common"}
 
 
 def test_context_carries_only_the_ca_passed_in(variant_folder):
     members = tar_members(variant_folder, PEM)
-    assert members["build-ca.pem"] == PEM
-    assert list(members).count("build-ca.pem") == 1
+    assert members[f"{V}/build-ca.pem"] == PEM
+    assert [m for m in members if m.endswith("build-ca.pem")] == [f"{V}/build-ca.pem"]
 
 
 def test_context_skips_subfolders(variant_folder):
     (variant_folder / "cache").mkdir()
     (variant_folder / "cache" / "big.bin").write_bytes(b"x")
-    assert not [name for name in tar_members(variant_folder, None) if name.startswith("cache")]
+    assert not [name for name in tar_members(variant_folder, None) if "cache/" in name]
 
 
 # --- build_date --------------------------------------------------------------------------

@@ -170,3 +170,48 @@ def test_doctor_fails_the_toolkit_on_dockers_no_even_with_a_runtime_entry():
                                                             ("an `nvidia` runtime is registered in Docker",)))
     check = next(c for c in doctor.host_checks(facts) if c.name == "container-toolkit")
     assert check.status == doctor.FAIL and REFUSAL in check.message and check.fix == doctor.TOOLKIT_FIX
+
+
+# --- request_for: what `--gpus auto` becomes for `kerasenv run/smoke` ------------------------
+
+def test_an_explicit_gpu_request_is_passed_on_without_asking_docker(real_matrix):
+    cuda = real_matrix.get(real_matrix.default_gpu)
+    for spec in ("all", "none", "2", "device=0,1"):
+        assert docker_gpus.request_for(None, cuda, spec) == spec  # None: Docker must not be touched
+
+
+def test_auto_is_all_gpus_for_rocm_and_none_for_the_cpu_image_without_asking_docker(real_matrix):
+    assert docker_gpus.request_for(None, real_matrix.get(real_matrix.default_rocm), "auto") == "all"
+    assert docker_gpus.request_for(None, real_matrix.get(real_matrix.default_cpu), "auto") == "none"
+
+
+def test_auto_is_all_gpus_for_cuda_when_docker_starts_a_gpu_container(real_matrix):
+    said = []
+    with FakeEngine() as client:
+        assert docker_gpus.request_for(client, real_matrix.get(real_matrix.default_gpu), "auto",
+                                       say=said.append) == "all"
+    assert said == []
+
+
+def test_auto_is_no_gpu_for_cuda_when_docker_refuses_and_says_why(real_matrix):
+    said = []
+    with FakeEngine(start_error=REFUSAL) as client:
+        assert docker_gpus.request_for(client, real_matrix.get(real_matrix.default_gpu), "auto",
+                                       say=said.append) == "none"
+    (line,) = said
+    assert line.startswith("kerasenv: running without a GPU: Docker refused --gpus all: ")
+    assert REFUSAL in line and line.endswith("(--gpus all to insist)")
+
+
+def test_can_give_is_dockers_yes_and_docker_trouble_counts_as_no(monkeypatch):
+    with FakeEngine() as client:
+        assert docker_gpus.can_give(client) is True
+    docker_gpus.forget()
+    with FakeEngine(start_error=REFUSAL) as client:
+        assert docker_gpus.can_give(client) is False
+
+    def broken(client, image=None):
+        raise ConnectionError("the daemon went away")
+
+    monkeypatch.setattr(docker_gpus, "ask", broken)
+    assert docker_gpus.can_give(object()) is False

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import ast
 
-from kerasenv import cli, gpu_libraries_probe as probe
+from kerasenv import gpu_libraries_probe as probe
+from kerasenv.container_probe import gpu_library_verdict
 
 
 def test_ok_status_is_the_inlined_rep_of_either_abseil_generation():
@@ -60,9 +61,9 @@ def test_source_is_a_standalone_program_that_imports_nothing_of_kerasenv():
 
 def test_doctor_verdict_passes_with_no_failure_and_names_the_fix_otherwise(real_matrix):
     v = real_matrix.get(real_matrix.default_gpu)
-    line, status = cli.gpu_library_verdict({"failed": [], "later": {"nvjitlink": {}}}, v)
+    line, status = gpu_library_verdict({"failed": [], "later": {"nvjitlink": {}}}, v)
     assert status == "PASS" and line.startswith("TryDlopenCUDALibraries() OK") and "nvJitLink" in line
-    line, status = cli.gpu_library_verdict({"failed": ["TensorFlow cannot dlopen libcusolver.so.11"]}, v)
+    line, status = gpu_library_verdict({"failed": ["TensorFlow cannot dlopen libcusolver.so.11"]}, v)
     assert status == "FAIL" and "libcusolver.so.11" in line and f"make build VARIANT={v.id}" in line
     assert "\n" not in line
-    assert cli.gpu_library_verdict({}, v)[1] == "FAIL"
+    assert gpu_library_verdict({}, v)[1] == "FAIL"

@@ -1,0 +1,3 @@
+from .main import exit_now, main
+
+exit_now(main())

@@ -1,0 +1,184 @@
+"""The run: environment, devices, placement, training, verdict; the report is always written."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+
+from .args import parse_args
+from .console import log
+from .environment import (configure_gpus, import_stack, keras_version, no_gpu_reason, nvidia_smi,
+                          placement_check, shm_report)
+from .errors import (EXIT_NO_GPU, EXIT_OK, EXIT_OOM, EXIT_OUTPUT, EXIT_SIGINT, EXIT_SIGTERM,
+                     EXIT_TRAINING, EXIT_UNEXPECTED, Interrupted, SmokeFailure, classify_tf_error, disk_full, is_disk_full)
+from .multiworker import multi_worker, train_multi_worker, worker_dir
+from .report import REPORT_SCHEMA, prepare_output_dir, strict_json, summary, write_report
+from .tf_log import StderrTee
+from .training import train
+from .verdict import ACCURACY_MIN, LOSS_RATIO_MAX, verdict
+
+
+def run(args, report: dict, tee: StderrTee | None = None) -> int:
+    prepare_output_dir(args.output_dir)
+    report["output_dir"] = args.output_dir
+    shm = shm_report()
+    report["shm"] = shm
+    if shm["warning"]:
+        log(f"WARNING: {shm['warning']}")
+    log("importing TensorFlow")
+    tf, keras = import_stack()
+    build_info = {k: (list(v) if isinstance(v, (list, tuple)) else v)
+                  for k, v in dict(tf.sysconfig.get_build_info()).items()}
+    report["versions"] = {"tensorflow": tf.__version__, "keras": keras_version(keras),
+                          "python": platform.python_version(), "numpy": __import__("numpy").__version__}
+    report["build_info"] = build_info
+    family = os.environ.get("KERASENV_FAMILY", "")
+    report["image"] = {"variant": os.environ.get("KERASENV_VARIANT"), "family": family or None}
+    smi = nvidia_smi()
+    report["nvidia_smi"] = smi
+    report["driver_version"] = smi.get("driver_version")
+    if family == "cuda" and not build_info.get("is_cuda_build"):
+        raise SmokeFailure(EXIT_NO_GPU, "wrong-build", "this is a CUDA image but TensorFlow is not a CUDA build",
+                           "rebuild the image (`make build`); the lock installed the wrong wheel")
+    if family == "rocm" and not build_info.get("is_rocm_build"):
+        raise SmokeFailure(EXIT_NO_GPU, "wrong-build", "this is a ROCm image but TensorFlow is not a ROCm build",
+                           "rebuild the image from AMD's rocm/tensorflow base")
+    try:
+        training = devices_and_training(tf, keras, args, report, smi, family)
+    except tf.errors.ResourceExhaustedError as exc:
+        # TensorFlow maps ENOSPC to RESOURCE_EXHAUSTED too (file writes of TensorBoard and
+        # checkpoints): a full disk is not a GPU out of memory.
+        if is_disk_full(exc):
+            raise disk_full(exc, args.output_dir) from None
+        raise SmokeFailure(EXIT_OOM, "oom", f"GPU out of memory: {str(exc).splitlines()[0][:200]}",
+                           "lower --batch-size (BATCH_SIZE=) or set --memory-limit for the GPU") from None
+    except tf.errors.OpError as exc:
+        # GPU init, PTX JIT, cuDNN autotuning, NCCL, XLA: what `kerasenv doctor` predicts.
+        raise classify_tf_error(exc, tee.relevant() if tee else None) from None
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full(exc, args.output_dir) from None
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise SmokeFailure(EXIT_OUTPUT, "output-io", f"I/O error in {args.output_dir}: {first}",
+                           "check the mounted runs directory (permissions, free space, a damaged "
+                           "backup/: delete it or use a new --run-id)") from None
+    except MemoryError:
+        raise SmokeFailure(EXIT_OOM, "oom", "host out of memory",
+                           "lower --batch-size / --samples or give the container more memory") from None
+    report["training"] = training
+    report["verdict"] = verdict(training, report["placement"])
+    if not report["verdict"]["placement_ok"]:
+        placement = report["placement"]
+        raise SmokeFailure(EXIT_TRAINING, "wrong-device",
+                           f"the placement check asked for {placement['requested']} but the result lives on "
+                           f"{placement['result_device']}", "run `kerasenv doctor --container ID`: TensorFlow "
+                           "registered the device but does not run ops on it")
+    if not report["verdict"]["finite"]:
+        raise SmokeFailure(EXIT_TRAINING, "nan", "training diverged: the loss became NaN or infinite",
+                           "lower --learning-rate; with float16, try --mixed-precision bfloat16 or off")
+    if not report["verdict"]["learned"]:
+        v = report["verdict"]
+        ratio = "n/a" if v["loss_ratio"] is None else f"{v['loss_ratio']:.2f}"
+        raise SmokeFailure(EXIT_TRAINING, "did-not-learn",
+                           f"the model did not learn (loss ratio {ratio}, needs < {LOSS_RATIO_MAX}; "
+                           f"accuracy {v['accuracy']}, needs >= {ACCURACY_MIN})",
+                           "check --learning-rate and the TensorFlow log above")
+    return EXIT_OK
+
+
+def devices_and_training(tf, keras, args, report: dict, smi: dict, family: str) -> dict:
+    """Everything that runs TensorFlow ops: its errors are classified by the caller."""
+    gpus = configure_gpus(tf, args, report)
+    strategy = multi_worker(tf, os.environ["TF_CONFIG"], report) if os.environ.get("TF_CONFIG") else None
+    # Listing logical devices initialises the runtime: only after the GPU options are set.
+    report["devices"] = {"physical": [d.name for d in tf.config.list_physical_devices()],
+                         "logical": [d.name for d in tf.config.list_logical_devices()]}
+    if not gpus:
+        reason, fix = no_gpu_reason(smi)
+        if args.require_gpu:
+            raise SmokeFailure(EXIT_NO_GPU, "no-gpu", f"a GPU is required but TensorFlow sees none: {reason}", fix)
+        if family in ("cuda", "rocm"):
+            log(f"WARNING: no GPU visible ({reason}); training on the CPU")
+    for gpu in report["gpus"]:
+        log(f"GPU {gpu['device']}: {gpu['name']} (compute capability {gpu['compute_capability']})")
+    report["placement"] = placement_check(tf, gpus)
+    log(f"placement: requested {report['placement']['requested']}, "
+        f"result on {report['placement']['result_device']}")
+    if strategy is not None:
+        return train_multi_worker(tf, keras, args, report, strategy)
+    return train(tf, keras, args, report, gpus)
+
+
+def _on_signal(signum, frame):
+    raise Interrupted(EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # As PID 1 without --init, Python ignores SIGTERM unless it handles it: handle it so
+    # `docker stop` ends the run at once instead of waiting 10 s for SIGKILL.
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    started = time.perf_counter()
+    report: dict = {"schema_version": REPORT_SCHEMA, "run_id": args.run_id,
+                    "started_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "require_gpu": args.require_gpu, "gpus": []}
+    output_ready = False
+    tee = StderrTee().start()
+    try:
+        code = run(args, report, tee)
+        output_ready = True
+        report.update(status="ok", exit_code=code)
+    except SmokeFailure as exc:
+        output_ready = exc.kind != "output-dir"
+        report.update(status="failed", exit_code=exc.exit_code,
+                      error={"kind": exc.kind, "message": exc.message, "fix": exc.fix})
+        if exc.tf_log:
+            report["error"]["tf_log"] = exc.tf_log
+    except Interrupted as exc:
+        output_ready = True
+        report.update(status="interrupted", exit_code=exc.exit_code,
+                      error={"kind": "interrupted", "message": "the run was interrupted; "
+                             "the same --run-id resumes it from the last epoch backup", "fix": ""})
+    except Exception as exc:  # noqa: BLE001 - a bug of ours still ends in a report
+        output_ready = True
+        traceback.print_exc()
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        report.update(status="failed", exit_code=EXIT_UNEXPECTED,
+                      error={"kind": "unexpected", "message": f"{type(exc).__name__}: {first}",
+                             "fix": "a bug in the smoke training: report it with report.json and the traceback above"})
+    finally:
+        tee.stop()
+    report["wall_seconds"] = round(time.perf_counter() - started, 3)
+    written = write_report(report, worker_dir(args, report) if output_ready else None)
+    if not written:
+        # Training may have passed, but a run whose results are not on disk has not.
+        if report["exit_code"] == EXIT_OK:
+            report.update(status="failed", exit_code=EXIT_OUTPUT)
+        report.setdefault("error", {"kind": "disk-full", "message": "report.json could not be written "
+                                    f"to {args.output_dir} (see the ERROR above)",
+                                    "fix": "free space on the disk behind the runs directory, "
+                                    "or pass --runs-dir on a larger disk"})
+    summary(report, report_written=written and output_ready)
+    if args.json:
+        print(json.dumps(strict_json(report), indent=2, sort_keys=True, allow_nan=False))
+    return report["exit_code"]
+
+
+def exit_now(code: int) -> None:
+    """Leave without the interpreter's teardown. A run that failed inside fit() leaves
+    tf.data's endless-pipeline threads running, and TensorFlow then segfaults while Python
+    finalises (exit 139 instead of the run's own code: seen here on a full disk). The report
+    is already fsynced, and every writer of a finished fit() is closed."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

@@ -1,0 +1,107 @@
+"""report.json: written atomically, always (a reader never sees half of one), and the summary."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+
+from .console import log
+from .errors import EXIT_USAGE, SmokeFailure
+
+
+REPORT_SCHEMA = 1
+
+
+def prepare_output_dir(path: str) -> None:
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-", delete=True)
+        probe.close()
+    except OSError as exc:
+        raise SmokeFailure(
+            EXIT_USAGE, "output-dir", f"output directory {path} is not writable ({exc.strerror})",
+            "mount a directory you own (e.g. -v $PWD/runs:/workspace/runs with --user $(id -u):$(id -g)) "
+            "or pass --output-dir") from None
+
+
+def strict_json(value):
+    """NaN/inf are not JSON: they become null (the verdict's `finite` says why)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def write_json_atomically(value, target: str) -> None:
+    """Write to a temporary file beside `target`, fsync, then rename over it: a reader
+    sees the old file or the new one, never half of one. On error nothing is left."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-", suffix=".json")
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(strict_json(value), handle, indent=2, sort_keys=True, allow_nan=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_report(report: dict, output_dir: str | None) -> bool:
+    """report.json is written atomically: a reader never sees half a report. Returns
+    False (and says why) when it could not be written, e.g. the disk is full."""
+    if not output_dir or not os.path.isdir(output_dir):
+        return True
+    target = os.path.join(output_dir, "report.json")
+    try:
+        write_json_atomically(report, target)
+    except OSError as exc:
+        log(f"ERROR: could not write {target} ({exc.strerror}); no partial report was left behind")
+        return False
+    return True
+
+
+def summary(report: dict, report_written: bool = True) -> None:
+    t = report.get("training") or {}
+    versions = report.get("versions") or {}
+    device = report.get("placement", {}).get("result_device", "?")
+    lines = [f"TensorFlow {versions.get('tensorflow')} / Keras {versions.get('keras')} / "
+             f"Python {versions.get('python')} ({report.get('image', {}).get('variant') or 'no variant'})",
+             f"device: {device}; GPUs: {len(report.get('gpus') or [])}; driver: {report.get('driver_version') or '-'}"]
+    if t:
+        lines.append(f"loss {t['first_loss']:.3f} -> {t['final_loss']:.3f}, accuracy {t['final_accuracy']:.3f}, "
+                     f"{t['samples_per_second'] or 0:.0f} samples/s, first step after {t['time_to_first_step_s'] or 0:.1f} s"
+                     if t.get("final_loss") is not None and math.isfinite(t["final_loss"]) else "loss not finite")
+    status = report["status"].upper()
+    if report.get("error"):
+        lines.append(f"{report['error']['message']}")
+        if report["error"].get("fix"):
+            lines.append(f"fix: {report['error']['fix']}")
+    print(f"[smoke] {status} (exit {report['exit_code']})", file=sys.stderr)
+    for line in lines:
+        print(f"[smoke]   {line}", file=sys.stderr)
+    dist = report.get("distributed")
+    if dist:
+        print(f"[smoke]   multi-worker: worker {dist['task_index']} of {dist['workers']}"
+              f"{' (chief)' if dist['chief'] else ''}", file=sys.stderr)
+    where = os.path.join(worker_dir_or_none(report) or "-", "report.json")
+    print(f"[smoke]   report: {where if report_written else 'not written'}", file=sys.stderr)
+
+
+def worker_dir_or_none(report: dict) -> str | None:
+    base = report.get("output_dir")
+    dist = report.get("distributed")
+    if base and dist and not dist["chief"]:
+        return os.path.join(base, f"worker-{dist['task_index']}")
+    return base

@@ -1,0 +1,57 @@
+"""`kerasenv clean`: remove what the project left in Docker, found by its labels.
+
+Always: every container and network with the project label, and old final images a
+rebuild left untagged (they carry the variant label). The untagged last image of each
+builder stage carries only the project label: it is Docker's build cache for the pip
+install steps (pruning it made the next build cold), so it stays unless `images` asks
+for everything to go, with every kerasenv:<id> image and the PTX JIT-cache volumes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .docker_client import PROJECT_LABEL
+from .matrix import Matrix
+
+VARIANT_LABEL = "io.kerasenv.variant"
+CUDA_CACHE_FILTER = "io.kerasenv.kind=cuda-cache"
+
+
+@dataclass
+class Cleaned:
+    containers: int
+    reclaimed_bytes: int
+
+
+def clean(client, matrix: Matrix, *, images: bool = False, say=print) -> Cleaned:
+    """Remove the project's leftovers; `say` gets one line per thing removed."""
+    removed = 0
+    for container in client.containers.list(all=True, filters={"label": PROJECT_LABEL}):
+        container.remove(force=True)
+        say(f"removed container {container.name}")
+        removed += 1
+    for network in client.networks.list(filters={"label": PROJECT_LABEL}):  # multi-worker networks
+        network.remove()
+        say(f"removed network {network.name}")
+    reclaimed = prune_dangling(client, VARIANT_LABEL, say)
+    if images:
+        for v in matrix.variants:
+            if client.images.list(name=v.image_ref):
+                client.images.remove(v.image_ref)
+                say(f"removed image {v.image_ref}")
+        reclaimed += prune_dangling(client, PROJECT_LABEL, say)
+        # The PTX JIT caches belong to the images (kept by plain `clean`: they are caches).
+        for volume in client.volumes.list(filters={"label": CUDA_CACHE_FILTER}):
+            volume.remove()
+            say(f"removed volume {volume.name}")
+    return Cleaned(removed, reclaimed)
+
+
+def prune_dangling(client, label: str, say=print) -> int:
+    """Prune untagged images with `label`; the bytes reclaimed."""
+    pruned = client.images.prune(filters={"dangling": True, "label": label})
+    for item in pruned.get("ImagesDeleted") or []:
+        if item.get("Deleted"):
+            say(f"removed dangling image {item['Deleted']}")
+    return pruned.get("SpaceReclaimed", 0)

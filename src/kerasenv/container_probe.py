@@ -1,0 +1,75 @@
+"""`kerasenv doctor --container ID`: what the image itself sees, with the GPU flags.
+
+Inside the image: nvidia-smi -L, TensorFlow's GPU list and, in CUDA images, TensorFlow's
+own GPU-library check (gpu_libraries_probe, sent in as `python -c` source). That check
+needs no GPU, so when Docker cannot give one it still runs, in a container without GPUs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+from .errors import KerasenvError
+from .matrix import Variant
+
+
+def probe(v: Variant, gpus: str) -> dict:
+    """The probe's findings (nvidia_smi_l, tf_gpus, for CUDA tf_gpu_libraries) and a
+    PASS/FAIL `status` for each of them."""
+    from . import docker_client, gpu_libraries_probe
+
+    client = docker_client.client()
+    source = [v.interpreter, "-c", gpu_libraries_probe.source()]
+    command = source + (["--devices"] if v.family == "cuda" else ["--devices-only"])
+    started = True
+    try:
+        data = probe_json(client, v, command, gpus)
+    except KerasenvError as exc:
+        started = False
+        data = {"nvidia_smi_l": exc.message, "tf_gpus": []}
+        if v.family == "cuda":
+            try:
+                libraries = probe_json(client, v, source, "none")
+                data.update({k: libraries[k] for k in ("failed", "later") if k in libraries})
+            except KerasenvError:
+                pass
+    data["status"] = {"nvidia_smi_l": "PASS" if started and data.get("nvidia_smi_l") else "FAIL",
+                      "tf_gpus": "PASS" if started and data.get("tf_gpus") else "FAIL"}
+    if v.family == "cuda":
+        data["tf_gpu_libraries"], data["status"]["tf_gpu_libraries"] = gpu_library_verdict(data, v)
+    return data
+
+
+def probe_json(client, v: Variant, command: list[str], gpus: str) -> dict:
+    """Run a probe that prints one JSON line; its dict, or a failure entry when it printed none."""
+    from . import runner
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    result = runner.run(client, v, command, gpus=gpus, runs_dir=None, user=None,
+                        kind="probe", stream=stderr, stdout=stdout, network="none")
+    return parse_output(stdout.getvalue(), result.exit_code)
+
+
+def parse_output(stdout: str, exit_code: int) -> dict:
+    """The probe's last JSON line, or a failure entry naming the exit status."""
+    for line in reversed(stdout.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    return {"nvidia_smi_l": f"probe failed (exit {exit_code})", "tf_gpus": []}
+
+
+def gpu_library_verdict(data: dict, v: Variant) -> tuple[str, str]:
+    """One line for TensorFlow's own GPU-library check, with its fix when it failed."""
+    failed = data.get("failed")
+    if failed is None:
+        return "not checked: the probe printed no result", "FAIL"
+    if not failed:
+        return ("TryDlopenCUDALibraries() OK; cuDNN sub-libraries, NVRTC, NCCL, CUPTI load"
+                f"{', nvJitLink' if 'nvjitlink' in data.get('later', {}) else ''}"), "PASS"
+    return (f"{'; '.join(failed[:3])}{' ...' if len(failed) > 3 else ''} -- fix: rebuild the image "
+            f"(`make build VARIANT={v.id}`); an image built by an older kerasenv lacks "
+            "/etc/ld.so.conf.d/kerasenv-cuda-wheels.conf"), "FAIL"

@@ -1,0 +1,105 @@
+"""What `kerasenv run/smoke/multiworker` put in the container, decided before Docker runs it:
+run ids, the smoke training's command line, -e, the pre-Docker checks, the OOM limit text."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kerasenv import runner
+from kerasenv.errors import UsageError
+
+RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
+
+
+def test_a_new_run_id_is_utc_time_to_the_second_and_six_hex_digits():
+    run_id = runner.new_run_id()
+    assert RUN_ID.match(run_id), run_id
+    assert runner.new_run_id("mw-").startswith("mw-") and RUN_ID.match(runner.new_run_id("mw-")[3:])
+    assert len({runner.new_run_id() for _ in range(50)}) == 50  # same second, still distinct
+
+
+def test_the_report_is_runs_dir_run_id_report_json():
+    assert runner.report_path(Path("runs"), "abc") == Path("runs/abc/report.json")
+    assert runner.report_path("out", "abc") == Path("out/abc/report.json")
+
+
+def test_env_options_are_key_value_and_the_value_may_hold_equals_signs():
+    assert runner.parse_env(["A=1", "B=x=y", "C="]) == {"A": "1", "B": "x=y", "C": ""}
+    assert runner.parse_env([]) == {}
+    with pytest.raises(UsageError, match=r"-e 'NOVALUE': expected KEY=VALUE"):
+        runner.parse_env(["A=1", "NOVALUE"])
+
+
+def test_smoke_flags_keep_smoke_train_order_and_omit_what_was_not_given():
+    assert runner.smoke_flags() == []
+    assert runner.smoke_flags(mixed_precision="off", epochs=2, learning_rate=0.001, batch_size=64,
+                              require_gpu=True) == [
+        "--epochs", "2", "--batch-size", "64", "--learning-rate", "0.001", "--mixed-precision", "off",
+        "--require-gpu"]
+    assert runner.smoke_flags(epochs=0) == ["--epochs", "0"]  # 0 is given, not missing
+
+
+def test_the_smoke_training_runs_with_the_images_own_python(real_matrix):
+    cpu, rocm = real_matrix.get(real_matrix.default_cpu), real_matrix.get(real_matrix.default_rocm)
+    assert runner.smoke_command(cpu, "r1") == ["python", "/opt/kerasenv/smoke_train.py", "--run-id", "r1"]
+    assert runner.smoke_command(rocm, "r1", ["--epochs", "1"]) == [
+        "python3", "/opt/kerasenv/smoke_train.py", "--run-id", "r1", "--epochs", "1"]
+
+
+def test_smoke_runs_the_training_with_its_flags_then_the_extra_flags(real_matrix):
+    v = real_matrix.get(real_matrix.default_cpu)
+    cmd, run_id = runner.workload(v, ["--steps", "3"], smoke=True, run_id="keep", flags=["--epochs", "1"])
+    assert run_id == "keep"
+    assert cmd == ["python", "/opt/kerasenv/smoke_train.py", "--run-id", "keep", "--epochs", "1", "--steps", "3"]
+    cmd, run_id = runner.workload(v, [], smoke=True)
+    assert RUN_ID.match(run_id) and cmd[-2:] == ["--run-id", run_id]
+
+
+def test_run_with_a_command_runs_it_as_given_and_has_no_run_id(real_matrix):
+    v = real_matrix.get(real_matrix.default_cpu)
+    command = ["python", "-c", "print(1)"]
+    cmd, run_id = runner.workload(v, command, smoke=False, flags=["--epochs", "1"])
+    assert (cmd, run_id) == (command, None)
+    assert cmd is not command  # the caller's list is not handed on
+
+
+def test_run_without_a_command_runs_the_smoke_training_without_flags(real_matrix):
+    v = real_matrix.get(real_matrix.default_cpu)
+    cmd, run_id = runner.workload(v, [], smoke=False, flags=["--epochs", "1"])
+    assert RUN_ID.match(run_id)
+    assert cmd == ["python", "/opt/kerasenv/smoke_train.py", "--run-id", run_id]
+
+
+@pytest.mark.parametrize("options, text", [
+    (dict(gpus="device=x"), "--gpus 'device=x'"),
+    (dict(shm_size="lots"), "--shm-size 'lots'"),
+    (dict(memory="1k"), "Docker's minimum is 6m"),
+    (dict(user="me"), "--user 'me' must be numeric UID:GID"),
+])
+def test_options_docker_would_reject_are_usage_errors(options, text, tmp_path):
+    given = {**dict(gpus="auto", shm_size="2g", memory=None, runs_dir=tmp_path / "runs", user=None), **options}
+    with pytest.raises(UsageError) as exc:
+        runner.check_options(**given)
+    assert text in exc.value.message
+
+
+def test_a_bad_gpu_request_fails_before_the_runs_directory_is_made(tmp_path):
+    with pytest.raises(UsageError):
+        runner.check_options(gpus="0", shm_size="2g", memory=None, runs_dir=tmp_path / "runs", user=None)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_good_options_make_the_runs_directory(tmp_path):
+    runner.check_options(gpus="auto", shm_size="2g", memory="4g", runs_dir=tmp_path / "runs", user=None)
+    assert (tmp_path / "runs").is_dir()
+
+
+@pytest.mark.parametrize("nbytes, text", [
+    (4 * 2**30, "4 GiB"), (int(1.5 * 2**30), "1.5 GiB"), (512 * 2**20, "512 MiB"), (6 * 2**20, "6 MiB"),
+    (1000, "1000 bytes"),
+])
+def test_a_memory_limit_reads_as_gib_or_mib(nbytes, text):
+    assert runner.format_limit(nbytes) == text

@@ -1,0 +1,49 @@
+"""`kerasenv size` without Docker: which images are measured, shared bytes, budgets."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from kerasenv import sizes
+from kerasenv.errors import UsageError
+
+
+def fake_client(built: set[str]):
+    return SimpleNamespace(images=SimpleNamespace(list=lambda name: [name] if name in built else []))
+
+
+def test_without_ids_every_variant_built_here_is_measured_in_matrix_order(real_matrix):
+    built = {"kerasenv:tf2.21-cpu", real_matrix.get(real_matrix.default_gpu).image_ref}
+    chosen = sizes.built_variants(fake_client(built), real_matrix, [])
+    assert [v.image_ref for v in chosen] == [v.image_ref for v in real_matrix.variants if v.image_ref in built]
+    assert [v.id for v in sizes.built_variants(fake_client(set()), real_matrix, ["tf2.21-cpu"])] == ["tf2.21-cpu"]
+
+
+def test_a_named_variant_that_is_not_built_is_a_usage_error_naming_the_fix(real_matrix):
+    v = real_matrix.get("tf2.21-cpu")
+    with pytest.raises(UsageError, match=r"kerasenv:tf2.21-cpu is not built here: run `make build VARIANT=tf2.21-cpu`"):
+        sizes.measure_variants(fake_client(set()), [v])
+
+
+def _image(ref: str, *layers: tuple[str, int]) -> sizes.ImageSize:
+    return sizes.ImageSize(ref, sum(n for _, n in layers), layers=list(layers))
+
+
+def test_only_pairs_sharing_more_than_100_mb_are_listed():
+    measured = {"a": _image("a", ("base", 80_000_000), ("tf", 400_000_000)),
+                "b": _image("b", ("base", 80_000_000), ("tf", 400_000_000), ("own", 1)),
+                "c": _image("c", ("base", 80_000_000))}
+    assert sizes.shared_pairs(measured) == [("a", "b", 480_000_000)]
+    assert sizes.shared_pairs(measured, min_bytes=0) == [("a", "b", 480_000_000), ("a", "c", 80_000_000),
+                                                        ("b", "c", 80_000_000)]
+
+
+def test_over_budget_lists_the_images_above_their_matrix_budget(real_matrix):
+    budgeted = [v for v in real_matrix.variants if v.size_budget_mb][:2]
+    assert len(budgeted) == 2
+    big, small = budgeted
+    measured = {big.id: sizes.ImageSize(big.image_ref, big.size_budget_mb * 1_000_000 + 1),
+                small.id: sizes.ImageSize(small.image_ref, small.size_budget_mb * 1_000_000)}
+    assert sizes.over_budget(budgeted, measured) == [big]
