@@ -93,13 +93,24 @@ def run(client, v: Variant, *, workers: int, runs_dir: Path, run_id: str, smoke_
         network.remove()
 
 
+def finished_at(stamp: str) -> tuple[str, int]:
+    """Docker's State.FinishedAt ("2026-12-01T13:40:01.12345Z", RFC 3339 with up to 9
+    fraction digits, trailing zeros dropped) as a key that sorts in time order."""
+    whole, _, fraction = stamp.rstrip("Z").partition(".")
+    return whole, int((fraction + "000000000")[:9] or 0)
+
+
 def _watch(containers, timeout: float) -> WorkerFailure | None:
-    """Poll until every worker exited; the first non-zero exit is the failure."""
+    """Poll until every worker exited; the failure is the worker that failed first.
+
+    "First" by Docker's FinishedAt, not by the order of the poll: a killed worker makes
+    its peers fail within a second, and the poll may see them in the same round."""
     deadline = time.monotonic() + timeout
     done: set[int] = set()
     while len(done) < len(containers):
         if time.monotonic() > deadline:
             return WorkerFailure(-1, 124, False, f"no result within {timeout:.0f} s")
+        failed = []
         for index, container in enumerate(containers):
             if index in done:
                 continue
@@ -108,8 +119,11 @@ def _watch(containers, timeout: float) -> WorkerFailure | None:
             if state["Status"] in ("exited", "dead"):
                 done.add(index)
                 if state["ExitCode"] != 0:
-                    tail = container.logs(stdout=False, stderr=True).decode(errors="replace")[-1500:]
-                    return WorkerFailure(index, state["ExitCode"], bool(state.get("OOMKilled")), tail)
+                    failed.append((state.get("FinishedAt") or "", index, container, state))
+        if failed:
+            _, index, container, state = min(failed, key=lambda f: (finished_at(f[0]), f[1]))
+            tail = container.logs(stdout=False, stderr=True).decode(errors="replace")[-1500:]
+            return WorkerFailure(index, state["ExitCode"], bool(state.get("OOMKilled")), tail)
         time.sleep(0.5)
     return None
 

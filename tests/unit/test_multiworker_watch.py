@@ -1,0 +1,35 @@
+"""Which worker a multi-worker run blames: the one that failed first, by Docker's clock."""
+
+from __future__ import annotations
+
+from kerasenv import multiworker
+
+
+class FakeContainer:
+    def __init__(self, code: int, finished: str, logs: bytes = b"") -> None:
+        self.attrs = {"State": {"Status": "exited", "ExitCode": code, "FinishedAt": finished, "OOMKilled": False}}
+        self._logs = logs
+
+    def reload(self) -> None:
+        pass
+
+    def logs(self, **_) -> bytes:
+        return self._logs
+
+
+def test_the_killed_worker_is_blamed_even_when_the_chief_is_seen_first():
+    chief = FakeContainer(8, "2026-12-01T13:40:01.9Z", b"collective failed")
+    killed = FakeContainer(137, "2026-12-01T13:40:01.25Z", b"last lines")
+    failure = multiworker._watch([chief, killed], timeout=5)
+    assert (failure.index, failure.exit_code) == (1, 137)
+    assert multiworker.describe(failure).startswith("worker 1 killed (SIGKILL)")
+
+
+def test_fractions_of_different_length_sort_in_time_order():
+    assert multiworker.finished_at("2026-12-01T13:40:01.25Z") < multiworker.finished_at("2026-12-01T13:40:01.3Z")
+    assert multiworker.finished_at("2026-12-01T13:40:01Z") < multiworker.finished_at("2026-12-01T13:40:01.000000001Z")
+    assert multiworker.finished_at("2026-12-01T13:40:02Z") > multiworker.finished_at("2026-12-01T13:40:01.999Z")
+
+
+def test_all_workers_done_without_failure_is_no_failure():
+    assert multiworker._watch([FakeContainer(0, "2026-12-01T13:40:01Z")] * 2, timeout=5) is None
