@@ -110,13 +110,38 @@ def devices_and_training(tf, keras, args, report: dict, smi: dict, family: str) 
     report["placement"] = placement_check(tf, gpus)
     log(f"placement: requested {report['placement']['requested']}, "
         f"result on {report['placement']['result_device']}")
-    if strategy is not None:
-        return train_multi_worker(tf, keras, args, report, strategy)
-    return train(tf, keras, args, report, gpus)
+    _TRAINING.update(args=args, report=report, started=_STARTED[0], tee=_STARTED[1])
+    try:
+        if strategy is not None:
+            return train_multi_worker(tf, keras, args, report, strategy)
+        return train(tf, keras, args, report, gpus)
+    finally:
+        _TRAINING.clear()
+
+
+_STARTED: list = [0.0, None]  # main()'s start time and tee, for the signal handler
+# Set while TensorFlow trains: (args, report, started, tee) of the running main().
+_TRAINING: dict = {}
 
 
 def _on_signal(signum, frame):
-    raise Interrupted(EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT)
+    code = EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT
+    if not _TRAINING:
+        raise Interrupted(code)
+    # During training, unwinding the exception through fit() can crash TensorFlow while
+    # its tf.data threads run (a `docker stop` once ended in exit 139 instead of 143): the
+    # report is written from here and the process leaves at once. The last epoch backup is
+    # on disk, so the same --run-id resumes as before.
+    args, report, started, tee = (_TRAINING[k] for k in ("args", "report", "started", "tee"))
+    _TRAINING.clear()
+    tee.stop()
+    report.update(status="interrupted", exit_code=code,
+                  error={"kind": "interrupted", "message": "the run was interrupted; "
+                         "the same --run-id resumes it from the last epoch backup", "fix": ""})
+    report["wall_seconds"] = round(time.perf_counter() - started, 3)
+    written = write_report(report, worker_dir(args, report))
+    summary(report, report_written=written)
+    exit_now(code)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                     "require_gpu": args.require_gpu, "gpus": []}
     output_ready = False
     tee = StderrTee().start()
+    _STARTED[:] = [started, tee]
     try:
         code = run(args, report, tee)
         output_ready = True
