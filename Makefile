@@ -21,21 +21,24 @@ IMAGE      ?=
 REGISTRY   ?=
 COMPOSE_GPU ?=
 TENSORBOARD_PORT ?= 6006
+JUPYTER_PORT ?= 8888
+# shell/lab: VARIANT= when given (command line or environment), else doctor's recommendation.
+pick_variant = $(if $(filter command line environment,$(origin VARIANT)),$(VARIANT),auto)
 BENCH_ARGS ?=
 compose = docker compose -f compose/compose.yaml $(if $(COMPOSE_GPU),-f compose/compose.$(COMPOSE_GPU).yaml)
-compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(TENSORBOARD_PORT)
+compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(TENSORBOARD_PORT) JUPYTER_PORT=$(JUPYTER_PORT)
 
-smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE))
+smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE)) $(if $(filter 1 yes true,$(VERBOSE)),--verbose)
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 
-.PHONY: sbom push pull train-multiworker bench-multiworker compose-plugin up tensorboard down test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-unit test-integration clean clean-images size size-check bench bench-report
+.PHONY: shell lab lab-up build-jupyter sbom push pull train-multiworker bench-multiworker compose-plugin up tensorboard down test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
 	@echo
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
 	@echo
-	@echo "Variables: VARIANT=$(VARIANT) GPUS=$(GPUS) SHM_SIZE=$(SHM_SIZE) EPOCHS=$(EPOCHS) BATCH_SIZE=$(BATCH_SIZE) BASE_IMAGE=$(BASE_IMAGE) CA_CERT=$(CA_CERT)"
+	@echo "Variables: VARIANT=$(VARIANT) GPUS=$(GPUS) SHM_SIZE=$(SHM_SIZE) EPOCHS=$(EPOCHS) BATCH_SIZE=$(BATCH_SIZE) VERBOSE=$(VERBOSE) BASE_IMAGE=$(BASE_IMAGE) CA_CERT=$(CA_CERT)"
 	@echo "Variants: $$(sed -n 's/^id = "\(.*\)"/\1/p' images/matrix.toml | tr '\n' ' ')"
 
 $(VENV)/.installed: pyproject.toml
@@ -64,6 +67,9 @@ build: venv ## build kerasenv:VARIANT (default: the default GPU image)
 build-all: venv ## build every variant except ROCm
 	$(KERASENV) build --all $(build_flags)
 
+build-jupyter: venv ## build VARIANT= and its JupyterLab flavour kerasenv:VARIANT-jupyter
+	$(KERASENV) build $(VARIANT) --jupyter $(build_flags)
+
 doctor: venv ## host preflight: driver, GPUs, container toolkit, a verdict per variant
 	$(KERASENV) doctor
 
@@ -73,6 +79,17 @@ run: venv ## the main job: smoke-train on the GPU image if this host can use its
 run-gpu: venv ## doctor preflight, then smoke-train on GPUS= with the GPU required (VARIANT=)
 	$(KERASENV) doctor --require-gpu
 	$(KERASENV) smoke $(VARIANT) --build-missing --gpus '$(GPUS)' --require-gpu $(smoke_flags)
+
+shell: venv ## interactive shell with ./ at /workspace (VARIANT=, default: doctor's pick)
+	$(KERASENV) shell $(pick_variant) --build-missing --gpus '$(GPUS)' --shm-size $(SHM_SIZE)
+
+lab: venv ## JupyterLab on 127.0.0.1:JUPYTER_PORT over ./, token printed; Ctrl-C stops it (VARIANT=)
+	$(KERASENV) lab $(pick_variant) --build-missing --gpus '$(GPUS)' --port $(JUPYTER_PORT)
+
+lab-up: compose-plugin ## compose: the `lab` service over ./ (KERASENV_JUPYTER_IMAGE=, COMPOSE_GPU=), URL printed
+	@token=$$($(VENV)/bin/python -c 'import secrets; print(secrets.token_hex(24))'); \
+	  $(compose_env) JUPYTER_TOKEN=$$token $(compose) --profile lab up -d lab \
+	  && echo "JupyterLab: http://127.0.0.1:$(JUPYTER_PORT)/lab?token=$$token  (make down stops it)"
 
 run-cpu: venv ## smoke-train on the CPU image
 	$(KERASENV) smoke $(CPU_VARIANT) --build-missing $(smoke_flags)
@@ -112,8 +129,8 @@ tensorboard: compose-plugin ## compose: TensorBoard alone over ./runs on 127.0.0
 	$(compose_env) $(compose) up -d tensorboard
 	@echo "TensorBoard: http://127.0.0.1:$(TENSORBOARD_PORT)"
 
-down: compose-plugin ## compose: stop and remove the services
-	$(compose_env) $(compose) down --remove-orphans
+down: compose-plugin ## compose: stop and remove the services (lab included)
+	$(compose_env) $(compose) --profile lab down --remove-orphans
 
 train-multiworker: venv ## train across WORKERS= containers (MultiWorkerMirroredStrategy) in VARIANT=
 	$(KERASENV) multiworker $(VARIANT) --workers $(WORKERS) $(if $(EPOCHS),-- --epochs $(EPOCHS))
@@ -122,7 +139,7 @@ bench-multiworker: venv ## measure 2-worker samples/s against the single-contain
 	$(VENV)/bin/python scripts/bench_multiworker.py --variant $(CPU_VARIANT)
 
 lint: venv ## hadolint every Dockerfile; validate compose files (Compose spec) and k8s manifests offline
-	$(VENV)/bin/hadolint images/*/Dockerfile && echo "hadolint: $$(ls images/*/Dockerfile | wc -l) Dockerfiles clean"
+	$(VENV)/bin/hadolint images/*/Dockerfile images/*/jupyter.Dockerfile && echo "hadolint: $$(ls images/*/Dockerfile images/*/jupyter.Dockerfile | wc -l) Dockerfiles clean"
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose/*.yaml
 	$(VENV)/bin/kubernetes-validate --strict --quiet k8s/*.yaml
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
@@ -130,10 +147,19 @@ lint: venv ## hadolint every Dockerfile; validate compose files (Compose spec) a
 test-unit: venv ## unit tests only (no Docker)
 	$(VENV)/bin/pytest tests -m 'not docker' $(PYTEST_ARGS)
 
-test: venv ## everything: drift check, lint, build every Debian-based variant, unit + integration tests, acceptance suite on each
+test-prereqs: ## install/start what `make test` needs (apt packages, devcontainer CLI, dockerd, Compose, base image; root)
+	@PYTHON='$(PYTHON)' bash scripts/test-prereqs.sh
+
+# The proxy CA for the builds' builder stages, as `kerasenv build` picks it (KERASENV_CA_CERT,
+# PIP_CERT, REQUESTS_CA_BUNDLE, SSL_CERT_FILE), else the host's bundle: behind a TLS-intercepting
+# proxy that is where its CA is installed, and pip on this host trusts it. Exported for the
+# whole recipe: the integration tests build too, and the acceptance suite looks for it in the images.
+test: export KERASENV_CA_CERT := $(or $(KERASENV_CA_CERT),$(PIP_CERT),$(REQUESTS_CA_BUNDLE),$(SSL_CERT_FILE),$(wildcard /etc/ssl/certs/ca-certificates.crt))
+# test-prereqs makes the venv too (after python3-venv, which it may have to install first).
+test: test-prereqs ## everything: prerequisites, drift check, lint, build every Debian-based variant, unit + integration tests, acceptance suite on each
 	$(KERASENV) generate --check
 	$(MAKE) --no-print-directory lint
-	$(KERASENV) build --all $(build_flags)
+	$(KERASENV) build --all --jupyter $(build_flags)
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
 	$(VENV)/bin/pytest smoke_tests --all-variants $(PYTEST_ARGS)
 

@@ -13,11 +13,11 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 from .docker_client import PROJECT_LABEL
 from .errors import BuildFailed, UsageError
-from .matrix import IN_IMAGE_DIR, REPO_ROOT, Matrix, Variant
+from .matrix import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, REPO_ROOT, Matrix, Variant
 
 CA_ENV_VARS = ("KERASENV_CA_CERT", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 _STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)")
@@ -144,28 +144,40 @@ def ensure_base(client, v: Variant, base: str, say: Callable[[str], None]) -> No
 
 
 def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
-          ca_cert: str | None = None, no_cache: bool = False,
+          ca_cert: str | None = None, no_cache: bool = False, jupyter: bool = False,
           progress: "Progress | None" = None) -> BuildResult:
+    """kerasenv:<id>, or with `jupyter` its JupyterLab flavour kerasenv:<id>-jupyter (built
+    FROM the variant's image, which must exist)."""
     folder = matrix.path.parent / v.id
-    if not (folder / "Dockerfile").exists():
-        raise UsageError(f"{folder}/Dockerfile is missing: run `make generate`")
+    dockerfile = JUPYTER_DOCKERFILE if jupyter else "Dockerfile"
+    if not (folder / dockerfile).exists():
+        hint = f"{v.id} has no JupyterLab flavour" if jupyter and v not in matrix.with_jupyter() else \
+            "run `make generate`"
+        raise UsageError(f"{folder}/{dockerfile} is missing: {hint}")
     ca_pem = read_ca_cert(ca_cert) if ca_cert else None
-    base = effective_base(v, base_image, matrix)
     progress = progress or Progress.for_stream(sys.stderr)
-    ensure_base(client, v, base, progress.note)
+    revision = git_revision()
+    buildargs = {"KERASENV_REVISION": revision, "KERASENV_CREATED": build_date(revision)}
+    if jupyter:
+        if not client.images.list(name=v.image_ref):
+            raise UsageError(f"{v.image_ref} is not built here; the JupyterLab flavour is built on it: "
+                             f"run `kerasenv build {v.id}` first")
+        buildargs["VARIANT_IMAGE"] = v.image_ref
+    else:
+        buildargs["BASE_IMAGE"] = effective_base(v, base_image, matrix)
+        ensure_base(client, v, buildargs["BASE_IMAGE"], progress.note)
+    tag = v.jupyter_ref if jupyter else v.image_ref
+    name = tag.split(":", 1)[1]
     started = time.monotonic()
-    progress.start(v.id)
+    progress.start(name)
     tail: deque[str] = deque(maxlen=25)
     step = "(before the first step)"
     image_id = None
-    revision = git_revision()
     stream = client.api.build(
         fileobj=context_tar(folder, ca_pem), custom_context=True, encoding="identity",
-        dockerfile=f"{v.id}/Dockerfile",
-        tag=v.image_ref, rm=True, forcerm=True, pull=False, nocache=no_cache, decode=True,
-        buildargs={"BASE_IMAGE": base, "KERASENV_REVISION": revision,
-                   "KERASENV_CREATED": build_date(revision)},
-        labels={PROJECT_LABEL: "kerasenv"},
+        dockerfile=f"{v.id}/{dockerfile}",
+        tag=tag, rm=True, forcerm=True, pull=False, nocache=no_cache, decode=True,
+        buildargs=buildargs, labels={PROJECT_LABEL: "kerasenv"},
     )
     try:
         for chunk in stream:
@@ -173,7 +185,7 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
                 progress.stop()
                 detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
                 raise BuildFailed(
-                    f"building {v.id} failed at {step}: {detail.strip().splitlines()[-1]}",
+                    f"building {name} failed at {step}: {detail.strip().splitlines()[-1]}",
                     details="\n".join(tail))
             if "aux" in chunk and "ID" in chunk["aux"]:
                 image_id = chunk["aux"]["ID"]
@@ -190,10 +202,10 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     finally:
         progress.stop()
     if image_id is None:
-        raise BuildFailed(f"building {v.id} ended without an image", details="\n".join(tail))
+        raise BuildFailed(f"building {name} ended without an image", details="\n".join(tail))
     image = client.images.get(image_id)
     result = BuildResult(v, image_id, image.attrs["Size"], time.monotonic() - started)
-    progress.note(f"built {v.image_ref}: {result.size_bytes / 1e9:.2f} GB "
+    progress.note(f"built {tag}: {result.size_bytes / 1e9:.2f} GB "
                   f"uncompressed, {result.seconds:.0f} s")
     return result
 
@@ -242,6 +254,3 @@ class Progress:
             self._status.stop()
             self._status = None
 
-
-def build_many(client, matrix: Matrix, variants: Iterable[Variant], **kwargs) -> list[BuildResult]:
-    return [build(client, matrix, v, **kwargs) for v in variants]

@@ -40,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("lock", help="re-resolve hash-locked requirements with uv (needs PyPI)")
     s.add_argument("ids", nargs="*", metavar="ID", help="variants (default: all but ROCm)")
     s.add_argument("--ca-cert", help="CA bundle for PyPI behind a TLS-intercepting proxy")
+    s.add_argument("--jupyter-only", action="store_true",
+                   help="re-lock only the JupyterLab layer (requirements-jupyter.lock), on the variant's locks")
 
     s = sub.add_parser("build", help="build variant images as kerasenv:<id>")
     s.add_argument("ids", nargs="*", metavar="ID", help="variants to build")
@@ -50,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
                    "KERASENV_CA_CERT; default: the host's PIP_CERT / REQUESTS_CA_BUNDLE / SSL_CERT_FILE)")
     s.add_argument("--no-ca-cert", action="store_true", help="do not pass any CA to the build")
     s.add_argument("--no-cache", action="store_true", help="build without Docker's layer cache")
+    s.add_argument("--jupyter", action="store_true",
+                   help="also build the JupyterLab flavour kerasenv:<id>-jupyter (cpu and cuda variants)")
 
     s = sub.add_parser("base-offline", help="make the Debian base image with debootstrap (no registry)")
     s.add_argument("--suite", default="bookworm", help="Debian suite (default: bookworm)")
@@ -65,8 +69,10 @@ def _parser() -> argparse.ArgumentParser:
 
     for command, text in (("smoke", "run the smoke training in a variant (the verification); "
                                     "`-- FLAGS` passes smoke_train.py flags"),
-                          ("run", "run a command in a variant: `kerasenv run ID -- CMD...` "
-                                  "(default: the smoke training)")):
+                          ("run", "run a command in a variant with the current directory at /workspace: "
+                                  "`kerasenv run ID -- python train.py` (default: the smoke training)"),
+                          ("shell", "an interactive shell in a variant with the current directory at /workspace "
+                                    "(`-- CMD...` instead of bash); exits with the shell's status")):
         s = sub.add_parser(command, help=text, description=text)
         s.add_argument("id", metavar="ID", help="variant id, or auto (doctor's recommendation)")
         s.add_argument("--gpus", default="auto",
@@ -78,6 +84,17 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--memory", help="container memory limit, e.g. 4g")
         s.add_argument("--build-missing", action="store_true", help="build the image first if it is missing")
         s.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE")
+        if command != "smoke":
+            s.add_argument("-v", "--volume", action="append", default=[], metavar="HOST:CONTAINER[:ro]",
+                           help="also mount HOST (a path or a named volume) at CONTAINER, e.g. -v ~/data:/data:ro")
+            where = s.add_mutually_exclusive_group()
+            where.add_argument("--project", type=Path, default=Path("."),
+                               help="host folder mounted at /workspace, the working directory (default: .)")
+            where.add_argument("--no-project", action="store_true",
+                               help="mount no project: /workspace is the image's own (./runs still mounted)")
+        if command == "run":
+            s.add_argument("-i", "--interactive", action="store_true",
+                           help="attach this terminal (a TTY when it is one), e.g. for `-- python`")
         if command == "smoke":
             s.add_argument("--require-gpu", action="store_true", help="exit 3 unless TensorFlow sees a GPU")
             s.add_argument("--epochs", type=int)
@@ -86,6 +103,25 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--mixed-precision", choices=("auto", "off", "float16", "bfloat16"))
             s.add_argument("--run-id", help="name of ./runs/<run-id> (the same id resumes)")
             s.add_argument("--json", action="store_true", help="print the report on stdout")
+            s.add_argument("--verbose", action="store_true",
+                           help="show TensorFlow's full log, its start-up noise included")
+
+    text = ("JupyterLab of a variant (its -jupyter flavour) on 127.0.0.1 with a fresh token, the current "
+            "directory as the notebook folder; Ctrl-C stops it")
+    s = sub.add_parser("lab", help=text, description=text)
+    s.add_argument("id", metavar="ID", help="variant id, or auto (doctor's recommendation)")
+    s.add_argument("--port", type=int, default=8888, help="port on 127.0.0.1 (default 8888)")
+    s.add_argument("--gpus", default="auto", help="all | N | device=0,1 | none; auto: all when the host can give GPUs")
+    s.add_argument("--shm-size", default="2g", help="shared memory (default 2g)")
+    s.add_argument("--user", help="UID:GID inside the container (default: yours)")
+    s.add_argument("-v", "--volume", action="append", default=[], metavar="HOST:CONTAINER[:ro]",
+                   help="also mount HOST at CONTAINER, e.g. -v ~/data:/data:ro")
+    where = s.add_mutually_exclusive_group()
+    where.add_argument("--project", type=Path, default=Path("."), help="notebook folder, at /workspace (default: .)")
+    where.add_argument("--no-project", action="store_true", help="mount no project folder")
+    s.add_argument("--build-missing", action="store_true", help="build the image and its flavour if missing")
+    s.add_argument("--detach", action="store_true",
+                   help="print the URL and return, leaving the server running (`docker rm -f NAME` ends it)")
 
     s = sub.add_parser("multiworker", help="train across N containers with MultiWorkerMirroredStrategy "
                                             "(`-- FLAGS` passes smoke_train.py flags)")
@@ -247,9 +283,14 @@ def _cmd_lock(args, matrix: Matrix) -> int:
         if v.family == "rocm":
             print(f"{v.id}: nothing to lock (AMD's base image brings TensorFlow)")
             continue
-        pins = locks.resolve(v, ca_cert=args.ca_cert)
-        for path in locks.write(v, matrix.path.parent / v.id, pins):
-            print(f"wrote {path}")
+        folder = matrix.path.parent / v.id
+        if not args.jupyter_only:
+            for path in locks.write(v, folder, locks.resolve(v, ca_cert=args.ca_cert)):
+                print(f"wrote {path}")
+        if matrix.jupyter and v in matrix.with_jupyter():
+            lab = matrix.jupyter.jupyterlab
+            pins = locks.resolve_jupyter(v, folder, lab, ca_cert=args.ca_cert)
+            print(f"wrote {locks.write_jupyter(v, folder, lab, pins)} ({len(pins)} packages)")
     return 0
 
 
@@ -266,10 +307,18 @@ def _cmd_build(args, matrix: Matrix) -> int:
     if ca_cert:
         build.read_ca_cert(ca_cert)  # fail before touching Docker
     client = docker_client.client()
-    results = build.build_many(client, matrix, variants, base_image=args.base_image or os.environ.get("BASE_IMAGE"),
-                               ca_cert=ca_cert, no_cache=args.no_cache)
-    for r in results:
-        print(f"{r.variant.image_ref}\t{r.size_bytes / 1e9:.2f} GB\t{r.seconds:.0f} s")
+    if args.jupyter and not [v for v in variants if v in matrix.with_jupyter()]:
+        raise UsageError(f"--jupyter: none of {', '.join(v.id for v in variants)} has a JupyterLab flavour "
+                         f"(those that do: {', '.join(v.id for v in matrix.with_jupyter())})")
+    client = docker_client.client()
+    options = dict(base_image=args.base_image or os.environ.get("BASE_IMAGE"), ca_cert=ca_cert, no_cache=args.no_cache)
+    results = []
+    for v in variants:
+        results.append((v.image_ref, build.build(client, matrix, v, **options)))
+        if args.jupyter and v in matrix.with_jupyter():
+            results.append((v.jupyter_ref, build.build(client, matrix, v, jupyter=True, **options)))
+    for ref, r in results:
+        print(f"{ref}\t{r.size_bytes / 1e9:.2f} GB\t{r.seconds:.0f} s")
     return 0
 
 
@@ -412,13 +461,21 @@ def _cmd_smoke(args, matrix: Matrix) -> int:
     return _run_container(args, matrix, smoke=True)
 
 
+def _cmd_shell(args, matrix: Matrix) -> int:
+    args.cmd = args.cmd or ["bash"]
+    args.interactive = True
+    return _run_container(args, matrix, smoke=False)
+
+
 def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
-    from . import build, docker_client, docker_gpus, runner, variants
+    from . import build, docker_client, docker_gpus, mounts, runner, variants
 
     # Everything that can be checked is, before Docker is asked anything.
     v = variants.named(matrix, None if args.id == variants.AUTO else args.id)
     runner.check_options(gpus=args.gpus, shm_size=args.shm_size, memory=args.memory, runs_dir=args.runs_dir,
                          user=args.user)
+    project = None if smoke or args.no_project else args.project
+    mounts.plan(project=project, runs_dir=None, volumes=getattr(args, "volume", []), cwd=Path.cwd())
     client = docker_client.client()
     if v is None:
         v, reason = variants.recommended(matrix, client)
@@ -428,12 +485,15 @@ def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
     gpus = docker_gpus.request_for(client, v, args.gpus, say=_say)
     env = runner.parse_env(args.env)
     flags = runner.smoke_flags(epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
-                               mixed_precision=args.mixed_precision, require_gpu=args.require_gpu) if smoke else []
+                               mixed_precision=args.mixed_precision, require_gpu=args.require_gpu,
+                               verbose=args.verbose) if smoke else []
     cmd, run_id = runner.workload(v, args.cmd, smoke=smoke, run_id=getattr(args, "run_id", None), flags=flags)
     result = runner.run(client, v, cmd, gpus=gpus, shm_size=args.shm_size, runs_dir=args.runs_dir,
                         user=args.user, env=env, memory=args.memory, kind="smoke" if smoke else "run",
                         missing_hint=" (or pass --build-missing)",
                         network="none" if smoke else None,
+                        project=project, volumes=getattr(args, "volume", ()),
+                        interactive=getattr(args, "interactive", False),
                         stdout=None if smoke else sys.stdout)  # `run`: the command's stdout is ours
     if result.oom_killed:
         limit = runner.format_limit(result.memory_limit) if result.memory_limit else "host memory"
@@ -450,6 +510,41 @@ def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
             sys.stdout.write(report.read_text())
         print(f"kerasenv: report {report}" if report.exists() else
               f"kerasenv: no report was written ({report})", file=sys.stderr)
+    return result.exit_code
+
+
+def _cmd_lab(args, matrix: Matrix) -> int:
+    from . import build, docker_client, docker_gpus, lab, mounts, runner, variants
+
+    v = variants.named(matrix, None if args.id == variants.AUTO else args.id)
+    if v is not None and v not in matrix.with_jupyter():
+        raise UsageError(f"{v.id} has no JupyterLab flavour; those that do: "
+                         f"{', '.join(x.id for x in matrix.with_jupyter())}")
+    runner.check_options(gpus=args.gpus, shm_size=args.shm_size, memory=None, runs_dir=None, user=args.user)
+    project = None if args.no_project else args.project
+    mounts.plan(project=project, runs_dir=None, volumes=args.volume, cwd=Path.cwd())
+    lab.check_port(args.port)
+    client = docker_client.client()
+    if v is None:
+        v, reason = variants.recommended(matrix, client)
+        if v not in matrix.with_jupyter():  # ROCm: AMD's image, no flavour built on it
+            v, reason = matrix.get(matrix.default_cpu), f"{v.id} has no JupyterLab flavour; the CPU image's instead"
+        print(f"kerasenv: using {v.id} ({reason})", file=sys.stderr)
+    if args.build_missing and not client.images.list(name=v.jupyter_ref):
+        ca_cert = build.default_ca_cert(None)
+        if not client.images.list(name=v.image_ref):
+            build.build(client, matrix, v, ca_cert=ca_cert)
+        build.build(client, matrix, v, jupyter=True, ca_cert=ca_cert)
+    gpus = docker_gpus.request_for(client, v, args.gpus, say=_say)
+    token = lab.new_token()
+    result = runner.run(client, v, None, image=v.jupyter_ref, gpus=gpus, shm_size=args.shm_size, runs_dir=None,
+                        user=args.user, env={"JUPYTER_TOKEN": token}, kind="lab", project=project,
+                        volumes=args.volume, ports=lab.ports(args.port), detach=args.detach,
+                        missing_hint=" --jupyter (or pass --build-missing)",
+                        on_started=lab.announce(args.port, token, _say, wait=args.detach))
+    if args.detach:
+        print(f"kerasenv: {result.container_name} runs in the background; stop it with "
+              f"`docker rm -f {result.container_name}` (or `make clean`)", file=sys.stderr)
     return result.exit_code
 
 
@@ -529,6 +624,8 @@ COMMANDS = {
     "base-offline": _cmd_base_offline,
     "doctor": _cmd_doctor,
     "smoke": _cmd_smoke,
+    "shell": _cmd_shell,
+    "lab": _cmd_lab,
     "run": _cmd_run,
     "multiworker": _cmd_multiworker,
     "push": _cmd_transfer,

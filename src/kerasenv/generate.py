@@ -1,6 +1,7 @@
 """Derive every generated file from the matrix, and detect drift.
 
-Generated: images/<id>/Dockerfile, images/<id>/build-ca.md, images/.dockerignore
+Generated: images/<id>/Dockerfile, images/<id>/jupyter.Dockerfile (the JupyterLab flavour),
+images/<id>/build-ca.md, images/.dockerignore
 (images/ is the one build context of every image) and the README variant table. Checked (not generated, since `kerasenv lock` needs the network):
 that every lock file agrees with the matrix.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from . import labels as labels_mod
 from . import locks, table
-from .matrix import IN_IMAGE_DIR, Matrix, Variant
+from .matrix import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, Matrix, Variant
 
 # What variant folders held before images/ became one build context: a leftover is drift.
 _LEFTOVERS = (".dockerignore", "smoke_train.py")
@@ -59,6 +60,7 @@ def dockerfile(matrix: Matrix, v: Variant) -> str:
         "python": v.python,
         "python_re": v.python.replace(".", r"\."),
         "cuda_re": (v.cuda or "").replace(".", r"\."),
+        "tensorflow_re": v.tensorflow.replace(".", r"\."),
         "base_image": v.base_image,
         "rocm": v.rocm or "",
         "cuda_summary": f", CUDA {v.cuda}, cuDNN {v.cudnn}, NCCL {v.nccl}" if v.family == "cuda" else "",
@@ -68,6 +70,12 @@ def dockerfile(matrix: Matrix, v: Variant) -> str:
     return render(_template(name), values, {"cuda": v.family == "cuda"})
 
 
+def jupyter_dockerfile(matrix: Matrix, v: Variant) -> str:
+    lab = matrix.jupyter.jupyterlab
+    return render(_template("jupyter.Dockerfile.in"),
+                  {"id": v.id, "jupyterlab": lab, "jupyterlab_re": lab.replace(".", r"\.")}, {})
+
+
 def expected_files(matrix: Matrix, root: Path) -> dict[Path, str]:
     files: dict[Path, str] = {}
     files[root / "images" / ".dockerignore"] = _template("dockerignore.in")
@@ -75,6 +83,8 @@ def expected_files(matrix: Matrix, root: Path) -> dict[Path, str]:
         folder = root / "images" / v.id
         files[folder / "Dockerfile"] = dockerfile(matrix, v)
         files[folder / "build-ca.md"] = _template("build-ca.md.in")
+    for v in matrix.with_jupyter():
+        files[root / "images" / v.id / JUPYTER_DOCKERFILE] = jupyter_dockerfile(matrix, v)
     readme = root / "README.md"
     if readme.exists():
         files[readme] = table.replace_in_readme(readme.read_text(encoding="utf-8"), matrix)
@@ -124,4 +134,7 @@ def check(matrix: Matrix, root: Path) -> list[Drift]:
                                                   f"(the in-image code is images/{IN_IMAGE_DIR}/)"))
     for v in matrix.variants:
         drift.extend(Drift(p, r) for p, r in locks.check_variant(v, root / "images" / v.id))
+    for v in matrix.with_jupyter():
+        drift.extend(Drift(p, r) for p, r in locks.check_jupyter(v, root / "images" / v.id,
+                                                                  matrix.jupyter.jupyterlab))
     return drift

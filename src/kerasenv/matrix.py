@@ -144,6 +144,11 @@ class Variant:
         return f"kerasenv:{self.id}"
 
     @property
+    def jupyter_ref(self) -> str:
+        """The JupyterLab flavour: this image plus a layer with JupyterLab (see Jupyter)."""
+        return f"kerasenv:{self.id}-jupyter"
+
+    @property
     def interpreter(self) -> str:
         """The image's Python command: AMD's ROCm image has only `python3`."""
         return "python3" if self.family == "rocm" else "python"
@@ -156,6 +161,23 @@ class Variant:
         return {**stack.wheels, stack.nccl_package: self.nccl}
 
 
+JUPYTER_DOCKERFILE = "jupyter.Dockerfile"  # images/<id>/jupyter.Dockerfile, the flavour's
+
+
+@dataclass(frozen=True)
+class Jupyter:
+    """The JupyterLab flavour, `kerasenv:<id>-jupyter`: the variant's image plus one layer
+    (JupyterLab and its dependencies, hash-locked per variant under the variant's pins), so
+    the training images stay as they are for people who do not want it."""
+
+    jupyterlab: str  # exact JupyterLab release
+    added_size_budget_mb: int  # what the layer may add to the variant's image
+
+    def families(self) -> tuple[str, ...]:
+        # ROCm's image comes from AMD with its own Python: not built or tested here.
+        return ("cpu", "cuda")
+
+
 @dataclass(frozen=True)
 class Matrix:
     path: Path
@@ -164,6 +186,11 @@ class Matrix:
     default_cpu: str
     default_rocm: str
     project: Mapping[str, str] = field(default_factory=dict)
+    jupyter: Jupyter | None = None
+
+    def with_jupyter(self) -> list[Variant]:
+        """The variants that have a JupyterLab flavour."""
+        return [v for v in self.variants if self.jupyter and v.family in self.jupyter.families()]
 
     @property
     def ids(self) -> list[str]:
@@ -249,7 +276,25 @@ def parse(raw: Mapping[str, Any], path: Path) -> Matrix:
             raise fail(f"project, field {key!r}", "missing")
     if not project["source"].startswith("https://"):
         raise fail("project, field 'source'", "must be an https:// URL")
-    return Matrix(path=path, variants=tuple(variants), project=project, **defaults)
+    return Matrix(path=path, variants=tuple(variants), project=project, jupyter=_parse_jupyter(raw, fail),
+                  **defaults)
+
+
+def _parse_jupyter(raw: Mapping[str, Any], fail) -> Jupyter | None:
+    table = raw.get("jupyter")
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise fail("jupyter", "must be a table")
+    lab, budget = table.get("jupyterlab"), table.get("added_size_budget_mb")
+    if not isinstance(lab, str) or not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", lab):
+        raise fail("jupyter, field 'jupyterlab'", f"must be an exact release like \"4.6.6\", got {lab!r}")
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
+        raise fail("jupyter, field 'added_size_budget_mb'", f"must be a positive integer, got {budget!r}")
+    unknown = set(table) - {"jupyterlab", "added_size_budget_mb"}
+    if unknown:
+        raise fail("jupyter", f"unknown field(s) {', '.join(sorted(unknown))}")
+    return Jupyter(jupyterlab=lab, added_size_budget_mb=budget)
 
 
 def _parse_variant(entry: Mapping[str, Any], fail) -> Variant:

@@ -2,8 +2,10 @@
 
 Every container gets: the project label (so `make clean` finds leftovers of a killed
 CLI), an init process (signals reach the workload; zombies reaped), a shared-memory
-size of at least 2 GB, the invoking user's UID:GID so files in the mounted ./runs
-belong to the user, and removal on every exit path, Ctrl-C included.
+size of at least 2 GB, the invoking user's UID:GID so files in the mounted project and
+./runs belong to the user, group 0 on top (the images' venv is group-0 writable, so
+`pip install` works under any UID), and removal on every exit path, Ctrl-C included.
+`interactive=True` gives the container a TTY and attaches this terminal to it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import gpu_request
+from . import gpu_request, mounts as mounts_mod
 from .docker_client import PROJECT_LABEL
 from .errors import KerasenvError, UsageError
 from .matrix import Variant
@@ -64,14 +66,16 @@ def parse_memory(value: str) -> str:
     return value
 
 
-def check_options(*, gpus: str, shm_size: str, memory: str | None, runs_dir: Path, user: str | None) -> None:
+def check_options(*, gpus: str, shm_size: str, memory: str | None, runs_dir: Path | None,
+                  user: str | None) -> None:
     """Reject what Docker would, and make the runs directory, before Docker is asked
     anything (`--gpus auto` is decided later, by docker_gpus.request_for)."""
     gpu_request.parse(None if gpus == "auto" else gpus)
     parse_shm(shm_size)
     if memory:
         parse_memory(memory)
-    prepare_runs_dir(runs_dir, user or default_user())
+    if runs_dir is not None:
+        prepare_runs_dir(runs_dir, user or default_user())
 
 
 def parse_env(items: list[str]) -> dict[str, str]:
@@ -100,7 +104,7 @@ def smoke_command(v: Variant, run_id: str, flags: list[str] | tuple[str, ...] = 
 
 
 def smoke_flags(*, epochs: int | None = None, batch_size: int | None = None, learning_rate: float | None = None,
-                mixed_precision: str | None = None, require_gpu: bool = False) -> list[str]:
+                mixed_precision: str | None = None, require_gpu: bool = False, verbose: bool = False) -> list[str]:
     """smoke_train.py's flags for the options given (None: the script's default)."""
     flags: list[str] = []
     for name, value in (("--epochs", epochs), ("--batch-size", batch_size), ("--learning-rate", learning_rate),
@@ -109,6 +113,8 @@ def smoke_flags(*, epochs: int | None = None, batch_size: int | None = None, lea
             flags += [name, str(value)]
     if require_gpu:
         flags.append("--require-gpu")
+    if verbose:  # TensorFlow's start-up noise too (the in-image log filter off)
+        flags.append("--verbose")
     return flags
 
 
@@ -171,62 +177,119 @@ def prepare_runs_dir(runs_dir: Path, user: str) -> Path:
     return runs_dir
 
 
+def container_volumes(client, v: Variant, *, runs_dir: Path | None, user: str, project: Path | None = None,
+                      volumes: list[str] | tuple[str, ...] = (), extra_volumes: dict | None = None) -> list[str]:
+    """The container's mounts as `SOURCE:TARGET:MODE` strings (a list, since one host path
+    may be mounted twice): the JIT-cache volume, the project, ./runs and the `-v` mounts."""
+    binds = [f"{src}:{spec['bind']}:{spec.get('mode', 'rw')}" for src, spec in (extra_volumes or {}).items()]
+    if v.family == "cuda":
+        binds.append(f"{ensure_cuda_cache(client, v)}:{CUDA_CACHE_IN_CONTAINER}:rw")
+    if runs_dir is not None:
+        runs_dir = prepare_runs_dir(runs_dir, user)
+    for mount in mounts_mod.plan(project=project, runs_dir=runs_dir, volumes=list(volumes), cwd=Path.cwd()):
+        binds.append(f"{mount.source}:{mount.target}:{'ro' if mount.read_only else 'rw'}")
+    return binds
+
+
 def run(client, v: Variant, command: list[str] | None, *, gpus: str | None, shm_size: str = DEFAULT_SHM,
         runs_dir: Path | None, user: str | None, env: dict[str, str] | None = None,
         network: str | None = None, memory: str | None = None, kind: str = "run",
         extra_volumes: dict | None = None, timeout: float | None = None, missing_hint: str = "",
+        project: Path | None = None, volumes: list[str] | tuple[str, ...] = (), interactive: bool = False,
+        ports: dict | None = None, image: str | None = None, detach: bool = False, on_started=None,
         stream=sys.stderr, stdout=None) -> RunResult:
-    """`timeout`: seconds to wait for the container before RunTimeout (it is then removed)."""
+    """`timeout`: seconds to wait for the container before RunTimeout (it is then removed).
+    `project`: mounted at /workspace; `volumes`: `-v` specs; `interactive`: TTY attached;
+    `image`: another image of the variant (its JupyterLab flavour); `on_started(container)`
+    is called once it runs; `detach`: return then, leaving it running (`make clean` removes it)."""
     from docker.errors import APIError, ImageNotFound
 
+    image = image or v.image_ref
     try:
-        client.images.get(v.image_ref)
+        client.images.get(image)
     except ImageNotFound:
-        raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}`{missing_hint}") from None
+        raise UsageError(f"{image} is not built here: run `make build VARIANT={v.id}`{missing_hint}") from None
     user = user or default_user()
-    volumes = dict(extra_volumes or {})
-    if v.family == "cuda":
-        volumes[ensure_cuda_cache(client, v)] = {"bind": CUDA_CACHE_IN_CONTAINER, "mode": "rw"}
-    if runs_dir is not None:
-        volumes[str(prepare_runs_dir(runs_dir, user))] = {"bind": RUNS_IN_CONTAINER, "mode": "rw"}
+    binds = container_volumes(client, v, runs_dir=runs_dir, user=user, project=project, volumes=volumes,
+                              extra_volumes=extra_volumes)
     name = f"kerasenv-{kind}-{v.id.replace('.', '-')}-{uuid.uuid4().hex[:8]}"
+    gpu_kwargs = gpu_request.run_kwargs(gpus, v.family)
     kwargs = dict(
-        image=v.image_ref, command=command, name=name, detach=True, init=True,
-        shm_size=parse_shm(shm_size), user=user, environment=env or {}, volumes=volumes,
+        image=image, command=command, name=name, detach=True, init=True,
+        shm_size=parse_shm(shm_size), user=user, environment=env or {}, volumes=binds,
         labels={PROJECT_LABEL: "kerasenv", "io.kerasenv.variant": v.id, "io.kerasenv.kind": kind,
                 "io.kerasenv.cli-pid": str(os.getpid())},
-        **gpu_request.run_kwargs(gpus, v.family),
+        **gpu_kwargs,
+        # Group 0 may write the venv (see the Dockerfile's builder stage): `pip install` then
+        # works for any UID, as OpenShift runs images.
+        group_add=[*gpu_kwargs.get("group_add", []), "0"],
     )
+    if interactive:
+        # No TTY to give when stdin is a pipe. detach=False is what makes the SDK set the
+        # attach flags and StdinOnce: without them `docker start -ai` forwards no output and
+        # never passes end-of-input (`echo ls | kerasenv shell ID` printed nothing, hung).
+        kwargs.update(tty=sys.stdin.isatty(), stdin_open=True, detach=False)
+    if ports:
+        kwargs["ports"] = ports
     if network:
         kwargs["network_mode"] = network
     if memory:
         # Swap equal to the limit means no swap: the container is OOM-killed at the limit
         # instead of crawling on swap (Docker's default allows as much swap again).
         kwargs["mem_limit"] = kwargs["memswap_limit"] = parse_memory(memory)
-    container = None
+    container, keep = None, False
     try:
         try:
             container = client.containers.create(**kwargs)
-            container.start()
+            if not interactive:
+                container.start()
         except APIError as exc:
             raise _explain_start_error(exc, gpus) from None
-        followers = _follow_logs(container, stream, stdout)
-        try:
-            status = container.wait(timeout=timeout)
-        except Exception as exc:  # requests' ReadTimeout/ConnectionError, by docker SDK version
-            if timeout is None:
-                raise
-            raise RunTimeout(f"{name} did not finish within {timeout:.0f} s ({type(exc).__name__})") from None
-        for follower in followers:
-            follower.join()
+        if on_started is not None and not interactive:
+            on_started(container)
+        if detach:
+            keep = True
+            return RunResult(exit_code=0, oom_killed=False, container_name=name)
+        if interactive:
+            status = {"StatusCode": _attach_terminal(container)}
+        else:
+            followers = _follow_logs(container, stream, stdout)
+            try:
+                status = container.wait(timeout=timeout)
+            except Exception as exc:  # requests' ReadTimeout/ConnectionError, by docker SDK version
+                if timeout is None:
+                    raise
+                raise RunTimeout(f"{name} did not finish within {timeout:.0f} s ({type(exc).__name__})") from None
+            for follower in followers:
+                follower.join()
         container.reload()
         state = container.attrs.get("State", {})
         return RunResult(exit_code=int(status.get("StatusCode", 1)), oom_killed=bool(state.get("OOMKilled")),
                          container_name=name,
                          memory_limit=container.attrs.get("HostConfig", {}).get("Memory") or None)
     finally:
-        if container is not None:
+        if container is not None and not keep:
             _remove(container)
+
+
+def _attach_terminal(container) -> int:
+    """Start the created container attached to this terminal; its exit status.
+
+    The docker SDK has no interactive attach (raw TTY, resize, stdin), so the container is
+    created through the SDK with the same settings as any other and started by the docker
+    CLI, which does the terminal handling and returns the container's exit code."""
+    import shutil
+    import subprocess
+
+    docker = shutil.which("docker")
+    if docker is None:
+        raise KerasenvError("the docker CLI is not on PATH; an interactive shell needs it (install docker.io)")
+    start = subprocess.run([docker, "start", "--attach", "--interactive", container.id])
+    container.reload()
+    state = container.attrs.get("State", {})
+    if state.get("Status") == "exited":
+        return int(state.get("ExitCode", start.returncode))
+    return start.returncode
 
 
 def _follow_logs(container, stream, stdout) -> list[threading.Thread]:

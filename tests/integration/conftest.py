@@ -49,6 +49,33 @@ def kerasenv(*args: str, check: bool = True, **kwargs) -> subprocess.CompletedPr
 
 
 @pytest.fixture(scope="session")
+def cpu_image(docker):
+    """kerasenv:tf2.21-cpu, built through the CLI only when it is missing (`make test` has
+    built it already; the tests that take this fixture need no CUDA image)."""
+    from docker.errors import ImageNotFound
+
+    try:
+        docker.images.get("kerasenv:tf2.21-cpu")
+    except ImageNotFound:
+        kerasenv("build", "tf2.21-cpu", timeout=3600)
+    return "kerasenv:tf2.21-cpu"
+
+
+def _load_local_wheels():
+    """smoke_tests/local_wheels.py (small offline wheels) by path: the two suites are
+    separate pytest roots."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kerasenv_local_wheels", REPO / "smoke_tests" / "local_wheels.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+local_wheels = _load_local_wheels()
+
+
+@pytest.fixture(scope="session")
 def built_images(docker, matrix):
     """Build the test variants through the CLI (Docker's layer cache makes reruns quick)."""
     result = kerasenv("build", *BUILT_IN_TESTS, timeout=3600)

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, local_wheels
 
 HOST_UID = 4321  # an unprivileged host user allowed to use Docker
 CONFIG = REPO / ".devcontainer" / "cpu" / "devcontainer.json"
+
+
 TRAIN = (
     "import numpy as np, keras\n"
     "x = np.random.default_rng(0).normal(size=(256, 8)).astype('float32')\n"
@@ -67,7 +69,8 @@ def workspace(host_user):
 
 def test_devcontainer_trains_as_the_remote_user_and_files_belong_to_the_host_user(built_images, docker, workspace):
     if shutil.which("devcontainer") is None:
-        pytest.fail("the devcontainer CLI is missing: `npm install -g @devcontainers/cli` (.ci/run does it)")
+        pytest.fail("the devcontainer CLI is missing: `sudo make test-prereqs` installs it "
+                    "(or `sudo npm install -g @devcontainers/cli`); `make test` does it as root")
     project, home = workspace / "project", workspace / "home"
     cli = ["devcontainer", "--workspace-folder", str(project), "--config", str(CONFIG)]
     container_id = None
@@ -84,6 +87,17 @@ def test_devcontainer_trains_as_the_remote_user_and_files_belong_to_the_host_use
         assert "accuracy" in exec_.stdout
         whoami = as_host_user(["devcontainer", "exec", *cli[1:], "id", "-un"], home)
         assert whoami.stdout.strip().splitlines()[-1] == "keras"
+        # keras now has the host user's UID, no longer the venv's owner: --group-add=0 in
+        # runArgs is what lets it install on top (offline, from a wheel in the workspace).
+        wheels = project / "wheels"
+        local_wheels.wheel(wheels, "kerasenv-devcontainer-demo", "1.0")
+        for path in (wheels, *wheels.iterdir()):
+            os.chown(path, HOST_UID, HOST_UID)
+        install = as_host_user(["devcontainer", "exec", *cli[1:], "bash", "-c",
+                                "pip install --no-index --find-links wheels kerasenv-devcontainer-demo && "
+                                "python -c 'import kerasenv_devcontainer_demo as m; print(\"DEMO\", m.VERSION)'"], home)
+        assert install.returncode == 0, install.stderr[-2000:] + install.stdout[-2000:]
+        assert "DEMO 1.0" in install.stdout
         trained = project / "trained.keras"
         assert trained.exists()
         assert (trained.stat().st_uid, trained.stat().st_gid) == (HOST_UID, HOST_UID)

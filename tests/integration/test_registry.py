@@ -15,7 +15,7 @@ import pytest
 
 from kerasenv import tags
 
-from .conftest import free_port, kerasenv
+from .conftest import default_signal_dispositions, free_port, kerasenv
 
 PUSHED = ("tf2.21-cpu", "tf2.21-cuda12.9")
 KEEP = "kerasenv-test/keep"
@@ -29,14 +29,16 @@ def stored_bytes(root: Path) -> int:
 def registry(tmp_path_factory):
     exe = shutil.which("docker-registry")
     if exe is None:
-        pytest.fail("Debian's docker-registry is missing: `apt-get install docker-registry` (.ci/run does it)")
+        pytest.fail("Debian's docker-registry is missing: `sudo make test-prereqs` installs it "
+                    "(or `sudo apt-get install -y docker-registry`); `make test` does it as root")
     root = tmp_path_factory.mktemp("registry")
     port = free_port()
     (root / "config.yml").write_text(
         "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
         f"    rootdirectory: {root / 'data'}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n")
+    # Stopped by terminate() below: SIGTERM must not be inherited as ignored.
     proc = subprocess.Popen([exe, "serve", str(root / "config.yml")], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, preexec_fn=default_signal_dispositions)
     try:
         for _ in range(50):
             try:

@@ -26,7 +26,7 @@ import pytest
 
 from kerasenv import registry as registry_mod
 
-from .conftest import REPO, free_port, kerasenv
+from .conftest import REPO, default_signal_dispositions, free_port, kerasenv
 from .fault_proxy import FaultProxy, Rule
 
 SMALL_IMAGE = "debian:bookworm-slim"
@@ -42,15 +42,18 @@ class Registry:
     def __init__(self, root: Path) -> None:
         self.exe = shutil.which("docker-registry")
         if self.exe is None:
-            pytest.fail("Debian's docker-registry is missing: `apt-get install docker-registry` (.ci/run does it)")
+            pytest.fail("Debian's docker-registry is missing: `sudo make test-prereqs` installs it "
+                        "(or `sudo apt-get install -y docker-registry`); `make test` does it as root")
         self.root, self.port, self.proc = root, free_port(), None
         (root / "config.yml").write_text(
             "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
             f"    rootdirectory: {root / 'data'}\nhttp:\n  addr: 127.0.0.1:{self.port}\n")
 
     def start(self) -> None:
+        # Stopped by terminate(): SIGTERM must not be inherited as ignored.
         self.proc = subprocess.Popen([self.exe, "serve", str(self.root / "config.yml")],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     preexec_fn=default_signal_dispositions)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             try:

@@ -164,13 +164,24 @@ def test_cuda_libs_stage_is_identical_for_variants_sharing_a_stack(shared_stack_
 
 
 def test_runtime_up_to_the_cuda_layer_is_identical_for_variants_sharing_a_stack(shared_stack_matrix):
-    marker = "COPY --from=cuda-libs"
+    # A stage's cache key is its parent and its own instructions: the builder stage (which
+    # names the variant's TensorFlow) does not enter the runtime's, so the comparison runs
+    # from the runtime's FROM to the CUDA layer.
+    marker, start = "COPY --from=cuda-libs", "FROM python-base AS runtime"
     prefixes = []
     for variant_id in SHARED_CUDA:
         text = dockerfile(shared_stack_matrix, variant_id)
-        assert text.count(marker) == 1
-        prefixes.append(instructions(same_folder(text[: text.index(marker)], variant_id)))
+        assert text.count(marker) == 1 and text.count(start) == 1
+        prefixes.append(instructions(same_folder(text[text.index(start): text.index(marker)], variant_id)))
     assert prefixes[0] == prefixes[1]
+    assert len(prefixes[0]) >= 3  # FROM, SHELL, the user and directories
+
+
+def test_stages_before_the_builder_are_identical_for_variants_sharing_a_stack(shared_stack_matrix):
+    marker = "FROM build-trust AS builder"
+    first, second = (instructions(same_folder(dockerfile(shared_stack_matrix, i)[
+        : dockerfile(shared_stack_matrix, i).index(marker)], i)) for i in SHARED_CUDA)
+    assert first == second
 
 
 def test_cuda_lock_inputs_depend_on_the_stack_alone(shared_stack_matrix, real_matrix):
@@ -181,3 +192,66 @@ def test_cuda_lock_inputs_depend_on_the_stack_alone(shared_stack_matrix, real_ma
     # The committed tf2.20 keeps TF's tested 12.5 stack: a different lock, a different layer.
     committed = [real_matrix.get(i) for i in SHARED_CUDA]
     assert locks.cuda_inputs(committed[0]) != locks.cuda_inputs(committed[1])
+
+
+# --- the JupyterLab flavour's Dockerfile -----------------------------------------------------
+
+def test_every_jupyter_variant_and_no_other_gets_a_jupyter_dockerfile(real_matrix, repo_root):
+    expected = generate.expected_files(real_matrix, repo_root)
+    for v in real_matrix.variants:
+        path = repo_root / "images" / v.id / matrix.JUPYTER_DOCKERFILE
+        assert (path in expected) is (v in real_matrix.with_jupyter()), v.id
+
+
+def test_deleted_jupyter_dockerfile_is_drift_and_gets_regenerated(repo_copy):
+    path = repo_copy / "images" / "tf2.21-cpu" / matrix.JUPYTER_DOCKERFILE
+    path.unlink()
+    assert_reported(drift_of(repo_copy), path, "missing; run `make generate`")
+    m = matrix.load(repo_copy / "images" / "matrix.toml")
+    assert generate.write(m, repo_copy) == [path]
+    assert path.read_text() == generate.jupyter_dockerfile(m, m.get("tf2.21-cpu"))
+    assert drift_of(repo_copy) == []
+
+
+def test_edited_jupyter_dockerfile_is_drift(repo_copy):
+    path = repo_copy / "images" / "tf2.20-cuda12.5" / matrix.JUPYTER_DOCKERFILE
+    path.write_text(path.read_text().replace("--ServerApp.ip=0.0.0.0", "--ServerApp.token=''"))
+    assert_reported(drift_of(repo_copy), path, "differs")
+
+
+def test_missing_jupyter_lock_is_drift(repo_copy):
+    path = repo_copy / "images" / "tf2.17-cuda12.3" / locks.JUPYTER_LOCK
+    path.unlink()
+    assert_reported(drift_of(repo_copy), path, "missing; run `kerasenv lock tf2.17-cuda12.3`")
+
+
+def test_a_new_jupyterlab_in_the_matrix_makes_every_jupyter_file_drift(repo_copy, real_matrix):
+    text = (repo_copy / "images" / "matrix.toml").read_text()
+    (repo_copy / "images" / "matrix.toml").write_text(text.replace('jupyterlab = "4.6.6"', 'jupyterlab = "4.6.7"'))
+    drift = drift_of(repo_copy)
+    for v in real_matrix.with_jupyter():
+        folder = repo_copy / "images" / v.id
+        assert_reported(drift, folder / matrix.JUPYTER_DOCKERFILE, "differs")
+        assert_reported(drift, folder / locks.JUPYTER_LOCK, "locked for another JupyterLab")
+    assert not [d for d in drift if d.path.name == "Dockerfile"]  # the training images stay as they are
+
+
+@pytest.mark.parametrize("variant_id", ["tf2.21-cpu", "tf2.21-cuda12.9"])
+def test_jupyter_dockerfile_builds_on_the_variant_and_bakes_in_no_token(real_matrix, variant_id):
+    v = real_matrix.get(variant_id)
+    text = generate.jupyter_dockerfile(real_matrix, v)
+    lab = real_matrix.jupyter.jupyterlab
+    assert f"ARG VARIANT_IMAGE={v.image_ref}\n" in text
+    assert [line for line in text.splitlines() if line.startswith("FROM ")] == [
+        "FROM ${VARIANT_IMAGE} AS jupyter-builder", "FROM ${VARIANT_IMAGE}"]
+    assert f'io.kerasenv.jupyterlab="{lab}"' in text and 'io.kerasenv.flavour="jupyter"' in text
+    assert f"COPY {v.id}/{locks.JUPYTER_LOCK} " in text and "--require-hashes" in text
+    assert not any(token in text for token in BUILDKIT_ONLY)
+    final = final_stage(text)
+    assert "build-ca" not in final and "USER 0" not in final
+    assert "EXPOSE 8888" in final
+    assert not re.search(r"JUPYTER_TOKEN=\S", text)
+    assert not re.search(r"(ServerApp|IdentityProvider)\.(token|password)", text)
+    cmd = next(line for line in final.splitlines() if line.startswith("CMD "))
+    assert '[ -n \\"${JUPYTER_TOKEN+set}\\" ] && [ -z \\"$JUPYTER_TOKEN\\" ]' in cmd and "exit 2" in cmd
+    assert "--ServerApp.root_dir=/workspace" in cmd and "--ServerApp.port=8888" in cmd

@@ -238,3 +238,64 @@ def test_missing_file_is_rejected(tmp_path):
 def test_minimal_matrix_without_variants_is_rejected(write_matrix):
     message = load_error(write_matrix(text="schema_version = 1\n"))
     assert "no [[variant]] entries" in message
+
+
+# --- [jupyter]: the JupyterLab flavour ------------------------------------------------------
+
+JUPYTER_TABLE = '[jupyter]\njupyterlab = "4.6.6"\nadded_size_budget_mb = 250\n'
+
+
+def test_committed_jupyter_table_gives_every_cpu_and_cuda_variant_a_flavour(real_matrix):
+    assert real_matrix.jupyter == matrix.Jupyter(jupyterlab="4.6.6", added_size_budget_mb=250)
+    flavoured = real_matrix.with_jupyter()
+    assert [v.id for v in flavoured] == [v.id for v in real_matrix.variants if v.family in ("cpu", "cuda")]
+    assert "tf2.17-rocm6.3" not in [v.id for v in flavoured]
+    assert real_matrix.get("tf2.21-cpu").jupyter_ref == "kerasenv:tf2.21-cpu-jupyter"
+    assert all(v.jupyter_ref == f"{v.image_ref}-jupyter" for v in real_matrix.variants)
+
+
+def test_a_matrix_without_a_jupyter_table_has_no_flavour(write_matrix):
+    loaded = matrix.load(write_matrix(JUPYTER_TABLE, ""))
+    assert loaded.jupyter is None and loaded.with_jupyter() == []
+
+
+def test_jupyter_table_with_other_values_loads(write_matrix):
+    loaded = matrix.load(write_matrix(JUPYTER_TABLE, '[jupyter]\njupyterlab = "4.10.12"\nadded_size_budget_mb = 1\n'))
+    assert (loaded.jupyter.jupyterlab, loaded.jupyter.added_size_budget_mb) == ("4.10.12", 1)
+
+
+@pytest.mark.parametrize("new, where, reason", [
+    pytest.param('jupyterlab = "4.6"', "jupyter, field 'jupyterlab'", "exact release", id="lab-not-exact"),
+    pytest.param('jupyterlab = ">=4.6.6"', "jupyter, field 'jupyterlab'", "exact release", id="lab-a-range"),
+    pytest.param('jupyterlab = "latest"', "jupyter, field 'jupyterlab'", "'latest'", id="lab-latest"),
+    pytest.param('jupyterlab = "4.6.6rc1"', "jupyter, field 'jupyterlab'", "exact release", id="lab-pre-release"),
+    pytest.param("jupyterlab = 4.6", "jupyter, field 'jupyterlab'", "got 4.6", id="lab-a-float"),
+    pytest.param("", "jupyter, field 'jupyterlab'", "got None", id="lab-missing"),
+])
+def test_bad_jupyterlab_release_is_rejected(write_matrix, new, where, reason):
+    message = load_error(write_matrix('jupyterlab = "4.6.6"', new))
+    assert f": {where}: " in message and reason in message
+
+
+@pytest.mark.parametrize("new, reason", [
+    pytest.param("added_size_budget_mb = 0", "got 0", id="zero"),
+    pytest.param("added_size_budget_mb = -5", "got -5", id="negative"),
+    pytest.param('added_size_budget_mb = "250"', "got '250'", id="a-string"),
+    pytest.param("added_size_budget_mb = 250.5", "got 250.5", id="a-float"),
+    pytest.param("added_size_budget_mb = true", "got True", id="a-bool"),
+    pytest.param("", "got None", id="missing"),
+])
+def test_bad_added_size_budget_is_rejected(write_matrix, new, reason):
+    message = load_error(write_matrix("added_size_budget_mb = 250", new))
+    assert ": jupyter, field 'added_size_budget_mb': must be a positive integer" in message
+    assert reason in message
+
+
+def test_unknown_jupyter_field_is_rejected(write_matrix):
+    message = load_error(write_matrix("added_size_budget_mb = 250\n",
+                                      "added_size_budget_mb = 250\nnotebook = \"7.0.0\"\nport = 8888\n"))
+    assert ": jupyter: unknown field(s) notebook, port" in message
+
+
+def test_jupyter_that_is_not_a_table_is_rejected(write_matrix):
+    assert ": jupyter: must be a table" in load_error(write_matrix(JUPYTER_TABLE, 'jupyter = "4.6.6"\n'))

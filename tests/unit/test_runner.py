@@ -103,3 +103,49 @@ def test_good_options_make_the_runs_directory(tmp_path):
 ])
 def test_a_memory_limit_reads_as_gib_or_mib(nbytes, text):
     assert runner.format_limit(nbytes) == text
+
+
+def test_every_container_gets_group_0_and_the_mounts_in_order(real_matrix, tmp_path, monkeypatch):
+    """runner.run's container arguments, with a client that records create() and fails start."""
+    from types import SimpleNamespace
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    created = {}
+
+    class Stop(Exception):
+        pass
+
+    def create(**kwargs):
+        created.update(kwargs)
+        raise Stop()
+
+    client = SimpleNamespace(images=SimpleNamespace(get=lambda ref: ref),
+                             containers=SimpleNamespace(create=create),
+                             volumes=SimpleNamespace(create=lambda **kw: None))
+    v = real_matrix.get("tf2.21-cpu")
+    with pytest.raises(Stop):
+        runner.run(client, v, ["true"], gpus=None, runs_dir=Path("runs"), user="1234:1234",
+                   project=Path("."), volumes=["./data:/data:ro", "cache:/cache"])
+    assert created["group_add"] == ["0"] and created["user"] == "1234:1234"
+    # ./runs is inside the project, so the project mount already carries it
+    assert created["volumes"] == [f"{tmp_path}:/workspace:rw", f"{tmp_path / 'data'}:/data:ro", "cache:/cache:rw"]
+    assert "tty" not in created
+
+
+def test_an_interactive_container_gets_stdin_and_a_tty_only_on_a_terminal(real_matrix, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.chdir(tmp_path)
+    created = {}
+
+    def create(**kwargs):
+        created.update(kwargs)
+        raise KeyboardInterrupt()
+
+    client = SimpleNamespace(images=SimpleNamespace(get=lambda ref: ref), containers=SimpleNamespace(create=create))
+    monkeypatch.setattr("sys.stdin", SimpleNamespace(isatty=lambda: False))
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(client, real_matrix.get("tf2.21-cpu"), ["bash"], gpus=None, runs_dir=None, user=None,
+                   interactive=True)
+    assert created["stdin_open"] is True and created["tty"] is False

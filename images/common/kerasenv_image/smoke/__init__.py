@@ -8,7 +8,8 @@ learnable.
 Modules: args (the command line), environment (shm, nvidia-smi, devices, placement),
 data, model, compile_options (mixed precision, XLA), training (fit, one host),
 multiworker (TF_CONFIG), verdict, report (report.json, the summary), errors (exit codes,
-TensorFlow error classes), tf_log (TF's log lines kept for the report), main (the run).
+TensorFlow error classes), tf_log (TF's log lines kept for the report), log_filter (TF's
+known start-up noise, hidden from the terminal unless --verbose), main (the run).
 
 Exit codes:
   0  ok: the model learned, on the device the placement check asked for

@@ -49,6 +49,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--output-dir", default=env.get("KERASENV_OUTPUT_DIR", ""),
                    help="default: /workspace/runs/<run-id>")
     p.add_argument("--json", action="store_true", help="print the JSON report on stdout")
+    p.add_argument("--verbose", action="store_true",
+                   default=env.get("KERASENV_VERBOSE", "") in ("1", "true", "yes"),
+                   help="show TensorFlow's whole C++ log; by default its known start-up noise "
+                        "(log_filter.py) is hidden from the terminal (never from the report)")
     args = p.parse_args(argv)
     for name in ("epochs", "batch_size", "samples", "steps_per_epoch"):
         if getattr(args, name) < 1:

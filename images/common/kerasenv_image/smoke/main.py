@@ -11,12 +11,14 @@ import time
 import traceback
 from datetime import datetime, timezone
 
+from ..gpu_sampler import stop_all as stop_all_samplers
 from .args import parse_args
 from .console import log
 from .environment import (configure_gpus, import_stack, keras_version, no_gpu_reason, nvidia_smi,
                           placement_check, shm_report)
 from .errors import (EXIT_NO_GPU, EXIT_OK, EXIT_OOM, EXIT_OUTPUT, EXIT_SIGINT, EXIT_SIGTERM,
                      EXIT_TRAINING, EXIT_UNEXPECTED, Interrupted, SmokeFailure, classify_tf_error, disk_full, is_disk_full)
+from .log_filter import LogFilter
 from .multiworker import multi_worker, train_multi_worker, worker_dir
 from .report import REPORT_SCHEMA, prepare_output_dir, strict_json, summary, write_report
 from .tf_log import StderrTee
@@ -140,7 +142,7 @@ def _on_signal(signum, frame):
                          "the same --run-id resumes it from the last epoch backup", "fix": ""})
     report["wall_seconds"] = round(time.perf_counter() - started, 3)
     written = write_report(report, worker_dir(args, report))
-    summary(report, report_written=written)
+    summary(report, report_written=written, hidden_log_lines=tee.hidden)
     exit_now(code)
 
 
@@ -155,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                     "started_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                     "require_gpu": args.require_gpu, "gpus": []}
     output_ready = False
-    tee = StderrTee().start()
+    # The terminal gets TF's log without its known noise; the tee keeps all of it for the report.
+    tee = StderrTee(echo_filter=None if args.verbose else LogFilter()).start()
     _STARTED[:] = [started, tee]
     try:
         code = run(args, report, tee)
@@ -191,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                                     f"to {args.output_dir} (see the ERROR above)",
                                     "fix": "free space on the disk behind the runs directory, "
                                     "or pass --runs-dir on a larger disk"})
-    summary(report, report_written=written and output_ready)
+    summary(report, report_written=written and output_ready, hidden_log_lines=tee.hidden)
     if args.json:
         print(json.dumps(strict_json(report), indent=2, sort_keys=True, allow_nan=False))
     return report["exit_code"]
@@ -201,7 +204,9 @@ def exit_now(code: int) -> None:
     """Leave without the interpreter's teardown. A run that failed inside fit() leaves
     tf.data's endless-pipeline threads running, and TensorFlow then segfaults while Python
     finalises (exit 139 instead of the run's own code: seen here on a full disk). The report
-    is already fsynced, and every writer of a finished fit() is closed."""
+    is already fsynced, and every writer of a finished fit() is closed. GpuMonitor's
+    nvidia-smi is stopped first (os._exit skips atexit)."""
+    stop_all_samplers()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -10,6 +10,7 @@ import tempfile
 
 from .console import log
 from .errors import EXIT_USAGE, SmokeFailure
+from .log_filter import hidden_note
 
 
 REPORT_SCHEMA = 1
@@ -72,7 +73,7 @@ def write_report(report: dict, output_dir: str | None) -> bool:
     return True
 
 
-def summary(report: dict, report_written: bool = True) -> None:
+def summary(report: dict, report_written: bool = True, hidden_log_lines: int = 0) -> None:
     t = report.get("training") or {}
     versions = report.get("versions") or {}
     device = report.get("placement", {}).get("result_device", "?")
@@ -83,6 +84,9 @@ def summary(report: dict, report_written: bool = True) -> None:
         lines.append(f"loss {t['first_loss']:.3f} -> {t['final_loss']:.3f}, accuracy {t['final_accuracy']:.3f}, "
                      f"{t['samples_per_second'] or 0:.0f} samples/s, first step after {t['time_to_first_step_s'] or 0:.1f} s"
                      if t.get("final_loss") is not None and math.isfinite(t["final_loss"]) else "loss not finite")
+    monitor = report.get("gpu_monitor") or {}
+    if monitor.get("sampled") and monitor.get("verdict"):  # on the CPU: nothing (report: sampled false)
+        lines += monitor["verdict"]["lines"]
     status = report["status"].upper()
     if report.get("error"):
         lines.append(f"{report['error']['message']}")
@@ -97,6 +101,9 @@ def summary(report: dict, report_written: bool = True) -> None:
               f"{' (chief)' if dist['chief'] else ''}", file=sys.stderr)
     where = os.path.join(worker_dir_or_none(report) or "-", "report.json")
     print(f"[smoke]   report: {where if report_written else 'not written'}", file=sys.stderr)
+    note = hidden_note(hidden_log_lines)
+    if note:  # the filter never hides silently
+        print(f"[smoke]   {note}", file=sys.stderr)
 
 
 def worker_dir_or_none(report: dict) -> str | None:

@@ -3,6 +3,8 @@
 TF and XLA log through absl to file descriptor 2, below Python. StderrTee puts a pipe
 behind fd 2: a thread copies every byte to the real stderr at once and keeps the last
 lines, so a failure can quote the line that explains it (e.g. the cuDNN autotuner's).
+With a LogFilter (log_filter.py, the default; --verbose runs without) the copy to the
+terminal goes line by line and leaves out known noise; what is kept is always every line.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ _SYNC = b"\x00kerasenv-stderr-tee-sync\n"  # written to fd 2 by sync(), never sh
 
 
 class StderrTee:
-    def __init__(self, keep: int = 400) -> None:
+    def __init__(self, keep: int = 400, echo_filter=None) -> None:
+        self.echo_filter = echo_filter  # a log_filter.LogFilter, or None: echo every byte
         self.lines: collections.deque[str] = collections.deque(maxlen=keep)
         self._saved: int | None = None
         self._thread: threading.Thread | None = None
@@ -72,16 +75,33 @@ class StderrTee:
             synced = _SYNC in chunk
             if synced:
                 chunk = chunk.replace(_SYNC, b"")
-            try:
-                os.write(self._saved, chunk)  # type: ignore[arg-type]
-            except OSError:
-                pass  # the real stderr went away: keep draining so writers never block
             data = self._partial + chunk
             *complete, self._partial = data.split(b"\n")
+            self._echo(chunk if self.echo_filter is None else self._shown(complete))
             self.lines.extend(line.decode("utf-8", "replace") for line in complete)
             if synced:  # only once the lines before the marker are kept
                 self._synced.set()
+        if self.echo_filter is not None and self._partial:  # a last line without its newline
+            self._echo(self._shown([self._partial], newline=b""))
         os.close(read_end)
+
+    def _shown(self, lines: list[bytes], newline: bytes = b"\n") -> bytes:
+        # Filtered whole lines only: a partial line waits for its end (or EOF) to be judged.
+        show = self.echo_filter.show  # type: ignore[union-attr]
+        return b"".join(line + newline for line in lines if show(line.decode("utf-8", "replace")))
+
+    def _echo(self, data: bytes) -> None:
+        if not data:
+            return
+        try:
+            os.write(self._saved, data)  # type: ignore[arg-type]
+        except (OSError, TypeError):  # TypeError: stop() gave up waiting and closed it
+            pass  # the real stderr went away: keep draining so writers never block
+
+    @property
+    def hidden(self) -> int:
+        """Lines the filter kept off the terminal so far (read it after stop())."""
+        return self.echo_filter.hidden if self.echo_filter is not None else 0
 
     def stop(self) -> None:
         """Put the real stderr back; what TF wrote so far is shown and kept."""

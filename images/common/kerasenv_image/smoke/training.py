@@ -6,6 +6,7 @@ import json
 import os
 import time
 
+from .. import gpu_monitor, gpu_verdict
 from .compile_options import choose_precision, jit_compile_arg
 from .console import log
 from .data import make_dataset, synthetic_images
@@ -52,20 +53,36 @@ def train(tf, keras, args, report: dict, gpus: list) -> dict:
     resumed = os.path.isdir(backup_dir) and bool(os.listdir(backup_dir))
     timing = timing_callback(keras)
     progress = epoch_log_callback(keras, os.path.join(args.output_dir, "epochs.json"))
+    tensorboard_dir = os.path.join(args.output_dir, "tensorboard")
+    # GPU utilisation and memory per epoch (nvidia-smi, TF's peak) beside the loss in
+    # TensorBoard (tensorboard/gpu). Right after the timing: its epoch window closes before
+    # the backup and TensorBoard write, which are not training steps.
+    # Only the GPUs this run trains on (--visible-gpus): an idle neighbour is not underuse.
+    monitor = (gpu_monitor.monitor_class(keras)(tensorboard_dir, gpus=gpu_monitor.smi_indexes(gpus))
+               if gpus else None)
     callbacks = [
         timing,
+        *([monitor] if monitor is not None else []),
         keras.callbacks.TerminateOnNaN(),
         # The epoch log is written before the backup: a kill between the two leaves the
         # log one epoch ahead, and the resumed run truncates it to the backup's epoch.
         progress,
         backup_callback(keras, backup_dir),
-        keras.callbacks.TensorBoard(log_dir=os.path.join(args.output_dir, "tensorboard"),
-                                    update_freq="epoch", profile_batch=0),
+        keras.callbacks.TensorBoard(log_dir=tensorboard_dir, update_freq="epoch", profile_batch=0),
     ]
     log(f"training: {args.epochs} epoch(s) x {steps_per_epoch} steps, global batch {global_batch}, "
         f"{replicas} replica(s), precision {precision}" + (", resuming from backup" if resumed else ""))
     timing.fit_started = time.perf_counter()
-    model.fit(dataset, epochs=args.epochs, steps_per_epoch=steps_per_epoch, verbose=0, callbacks=callbacks)
+    # shuffle=False: the tf.data pipeline shuffles itself (data.make_dataset), and fit()'s
+    # default shuffle=True makes Keras 3 warn that it ignores it for a Dataset (tf.keras 2
+    # on TF 2.14/2.15 ignores it silently); the data are shuffled the same either way.
+    try:
+        model.fit(dataset, epochs=args.epochs, steps_per_epoch=steps_per_epoch, verbose=0, callbacks=callbacks,
+                  shuffle=False)
+    finally:
+        # Also when fit() raised (Keras then calls no on_train_end): nvidia-smi is stopped,
+        # and the epochs measured so far are in the report (an OOM run shows its memory).
+        report["gpu_monitor"] = gpu_monitor_report(monitor)
     # Over the whole run, the epochs before a resume included (the log keeps them).
     losses = [e["loss"] for e in progress.epochs]
     accuracies = [e["accuracy"] for e in progress.epochs]
@@ -91,6 +108,17 @@ def train(tf, keras, args, report: dict, gpus: list) -> dict:
         "epoch_seconds": timing.epoch_seconds,
         "samples_per_second": samples_per_s,
     }
+
+
+def gpu_monitor_report(monitor) -> dict:
+    """report.json's gpu_monitor: the per-epoch numbers and their verdict, or why none."""
+    if monitor is None:
+        return {"sampled": False, "reason": "training on the CPU: no GPU to sample"}
+    monitor.stop()
+    result = monitor.report()
+    if result["sampled"]:
+        result["verdict"] = gpu_verdict.verdict(result["epochs"], memory_total_mib=None)
+    return result
 
 
 def backup_callback(keras, backup_dir: str):

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# What `make test` needs besides Docker and make, installed or started when missing, so the
+# README's test command passes on a fresh machine (issue 15). `make test` runs this first,
+# `.ci/run` too: one implementation. Safe to rerun; when everything is there it only looks
+# (well under 2 s).
+#
+# As root it installs (Debian/apt) and starts what is missing. As another user it does the
+# per-user parts itself (the tooling venv, the Compose v2 CLI plugin in ~/.docker) and, when
+# something needs root, stops with ONE line naming what is missing and the command that
+# installs it, so nothing fails later in the middle of an hour-long suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+me() { printf 'test-prereqs: %s\n' "$*"; }
+fail() { printf 'test-prereqs: %s\n' "$*" >&2; exit 1; }
+is_root() { [ "$(id -u)" -eq 0 ]; }
+# Debian keeps daemons and debootstrap in /usr/sbin, which a normal user's PATH lacks.
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
+docker_up() { timeout 10 docker version >/dev/null 2>&1; }
+# Under `sudo make test-prereqs` the per-user parts (venv, ~/.docker) belong to the user
+# who typed it, not to root: a root-owned .venv would break their next `make test`.
+as_invoker() {
+  if is_root && [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ] && command -v sudo >/dev/null; then
+    sudo -u "$SUDO_USER" -H -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# --- 1. what needs root: Debian packages, the devcontainer CLI, a running Docker daemon ---
+# Checked by command, not by dpkg, so tools from elsewhere (docker-ce, NodeSource's node,
+# a Docker Desktop socket) count as present.
+# Two lists: the engine side with its Recommends, as .ci/run always installed it (docker.io
+# recommends ca-certificates for pulls; debootstrap the archive keyring), the rest without:
+# chromium's Recommends are ~100 desktop packages (systemd-sysv among them), npm's node-tap.
+with_recommends=() packages=()
+need_pkg() { have "$1" || packages+=("$2"); }
+have docker-registry || with_recommends+=(docker-registry)  # the local registry of the push/pull tests
+have debootstrap || with_recommends+=(debootstrap)          # `make base-offline` where no registry answers
+if ! docker_up; then
+  have dockerd || with_recommends+=(docker.io)  # Debian's engine, only where no daemon runs and none is installed
+fi
+need_pkg tmux tmux
+need_pkg chromium chromium                # the headless-browser tests
+need_pkg node nodejs                      # npm installs the devcontainer CLI
+need_pkg npm npm
+if [ ! -f .venv/.installed ] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  have "$PYTHON" || packages+=(python3)
+  packages+=(python3-venv)                # Debian splits `python3 -m venv` out of python3
+fi
+need_devcontainer=0
+have devcontainer || need_devcontainer=1
+
+if ! is_root; then
+  missing=("${with_recommends[@]}" "${packages[@]}") commands=()
+  [ "${#missing[@]}" -eq 0 ] || commands+=("sudo apt-get install -y ${missing[*]}")
+  if [ "$need_devcontainer" -eq 1 ]; then
+    missing+=("the devcontainer CLI")
+    commands+=("sudo npm install -g @devcontainers/cli")
+  fi
+  if [ "${#missing[@]}" -gt 0 ]; then
+    list=$(printf '%s, ' "${missing[@]}"); list=${list%, }
+    fail "missing ${list}: run \`sudo make test-prereqs\` (or: $(printf '%s && ' "${commands[@]}" | sed 's/ && $//'))"
+  fi
+  if ! docker_up; then
+    if [ -z "${DOCKER_HOST:-}" ] && [ -S /var/run/docker.sock ] && ! [ -w /var/run/docker.sock ]; then
+      fail "the Docker daemon is running but $(id -un) may not use /var/run/docker.sock: run \`sudo usermod -aG docker $(id -un)\` and log in again"
+    fi
+    fail "the Docker daemon is not reachable: run \`sudo make test-prereqs\` (it starts dockerd) or \`sudo systemctl start docker\`"
+  fi
+fi
+
+all_packages=("${with_recommends[@]}" "${packages[@]}")
+if [ "${#all_packages[@]}" -gt 0 ]; then
+  me "apt-get install ${all_packages[*]}"
+  apt-get update -qq
+  # NEEDRESTART_SUSPEND: needrestart (a docker.io Recommends) would ask which services to restart.
+  export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1
+  [ "${#with_recommends[@]}" -eq 0 ] || apt-get install -y -qq "${with_recommends[@]}" >/dev/null
+  [ "${#packages[@]}" -eq 0 ] || apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+fi
+if [ "$need_devcontainer" -eq 1 ]; then
+  me "npm install -g @devcontainers/cli"
+  npm install -g --silent @devcontainers/cli >/dev/null
+fi
+if ! docker_up; then
+  if [ -d /run/systemd/system ] && systemctl cat docker.service >/dev/null 2>&1; then
+    me "systemctl start docker"
+    systemctl start docker
+  else
+    # No systemd (a container, this CI): dockerd in its own session, so a Ctrl-C to
+    # `make test` does not stop the daemon under the tests.
+    me "starting dockerd (log: /var/log/kerasenv-dockerd.log)"
+    setsid nohup dockerd >/var/log/kerasenv-dockerd.log 2>&1 < /dev/null &
+  fi
+  for _ in $(seq 60); do docker_up && break; sleep 1; done
+  docker_up || { tail -20 /var/log/kerasenv-dockerd.log 2>/dev/null >&2; fail "dockerd did not start"; }
+fi
+
+# --- 2. per-user: the tooling venv and Docker Compose v2 as a CLI plugin (no root needed) ---
+as_invoker make --no-print-directory venv compose-plugin PYTHON="$PYTHON" | { grep -v 'Nothing to be done' || true; }
+
+# --- 3. the base image: pulled, or made from Debian's archive where no registry answers ----
+base=${BASE_IMAGE:-$(sed -n 's/^base_image = "\(debian:[^"]*\)"/\1/p' images/matrix.toml | sort -u | head -1)}
+if ! docker image inspect "$base" >/dev/null 2>&1 && ! timeout 120 docker pull -q "$base" >/dev/null 2>&1; then
+  # `kerasenv base-offline` makes debian:bookworm-slim, the matrix's base; nothing else.
+  [ "$base" = debian:bookworm-slim ] || fail "cannot pull the base image $base (BASE_IMAGE=): pull it by hand or leave BASE_IMAGE unset"
+  is_root || fail "cannot pull $base (no registry reachable?): run \`sudo make base-offline\` (debootstrap, ~40 s)"
+  me "no registry reachable: making $base offline"
+  make --no-print-directory base-offline
+fi

@@ -1,0 +1,68 @@
+"""The default command's terminal output is ours: TensorFlow's known start-up noise is hidden
+(images/common/kerasenv_image/smoke/log_filter.py) and Keras warns about nothing; `--verbose`
+shows TensorFlow's whole log."""
+
+from __future__ import annotations
+
+import platform
+import re
+
+import pytest
+
+from .conftest import run_once
+
+FAMILIES = {"cpu", "cuda"}  # ROCm: AMD's image, not built here
+
+# One phrase per noise entry of log_filter.NOISE (and the continuation line).
+NOISE = ("All log messages before absl::InitializeLog", "oneDNN custom operations are on",
+         "cpu_feature_guard", "To enable the following instructions", "Unable to register cu",
+         "computation placer already registered", "TF-TRT Warning", "NUMA node")
+
+
+def host_has(flag: str) -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return f" {flag}" in f.read()
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def default_run(docker, target):
+    return run_once(docker, target.ref, None, network_mode="none", shm_size="1g")
+
+
+def test_the_default_command_shows_the_summary_and_no_tensorflow_noise(default_run, target):
+    code, _, err = default_run
+    assert code == 0, err[-3000:]
+    assert "[smoke] OK (exit 0)" in err and "[smoke]   report: " in err
+    assert f"({target.variant.id})" in err
+    shown = [phrase for phrase in NOISE if phrase in err]
+    assert shown == [], err[-3000:]
+    if target.variant.family == "cuda":  # no GPU given: our own line says so, not cuInit's
+        assert "failed call to cuInit" not in err
+        assert "[smoke] WARNING: no GPU visible (the container was started without a GPU" in err
+
+
+def test_the_default_command_has_no_python_warning(default_run):
+    _, out, err = default_run
+    # Python's warnings format, "path.py:74: UserWarning: ..." (fit(shuffle=True) on a Dataset was one)
+    assert "UserWarning" not in err + out, err[-3000:]
+    assert not re.search(r"^\S+\.py:\d+: \w*Warning: ", err, re.MULTILINE), err[-3000:]
+
+
+def test_a_hidden_line_count_says_how_to_see_them(default_run):
+    _, _, err = default_run
+    assert "TensorFlow start-up log lines hidden; --verbose shows them" in err
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="oneDNN's notice is x86 only")
+def test_verbose_shows_tensorflow_s_start_up_lines(docker, target):
+    code, _, err = run_once(docker, target.ref, ["python", "/opt/kerasenv/smoke_train.py", "--verbose"],
+                            network_mode="none", shm_size="1g")
+    assert code == 0, err[-3000:]
+    assert "oneDNN custom operations are on" in err
+    if host_has("avx2"):  # cpu_feature_guard names the instructions beyond the wheel's baseline
+        assert "cpu_feature_guard" in err and "To enable the following instructions" in err
+    assert "lines hidden" not in err
+    assert "UserWarning" not in err
