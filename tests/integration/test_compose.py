@@ -43,8 +43,9 @@ def test_every_compose_combination_validates(overrides):
         assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
     if overrides == ["rocm"]:
         assert {d["source"] for d in train["devices"]} == {"/dev/kfd", "/dev/dri"}
-        assert train["group_add"] == ["video"]
+        assert train["group_add"] == ["0", "video"]  # the base's group 0 (pip install) and the GPU nodes
     assert "deploy" not in resolved["services"]["tensorboard"]  # TensorBoard never takes a GPU
+    assert "0" in train["group_add"]  # the venv is group-0 writable: pip install under any UID
 
 
 def scalar_tags(port: int) -> dict:
