@@ -61,6 +61,33 @@ def cpu_image(docker):
     return "kerasenv:tf2.21-cpu"
 
 
+# What compose/compose.yaml reads from the environment: left out by compose(clean_env=True).
+_COMPOSE_VARIABLES = ("JUPYTER_", "KERASENV_", "TENSORBOARD_", "PROJECT_DIR", "RUNS_DIR")
+
+
+def compose(*args: str, project: str | None = None, env: dict | None = None, check: bool = True,
+            overrides: list[str] | tuple[str, ...] = (), clean_env: bool = False) -> subprocess.CompletedProcess:
+    """`docker compose` on compose/compose.yaml (+ compose.<override>.yaml) from the repo root,
+    with `env` on top of this process's environment (`clean_env`: without the variables
+    compose.yaml reads, so exactly `env` decides them)."""
+    import os
+
+    files = ["-f", "compose/compose.yaml"] + [x for o in overrides for x in ("-f", f"compose/compose.{o}.yaml")]
+    cmd = ["docker", "compose", *(["-p", project] if project else []), *files, *args]
+    base = {k: v for k, v in os.environ.items() if not (clean_env and k.startswith(_COMPOSE_VARIABLES))}
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**base, **(env or {})}, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def compose_plugin():
+    """Docker Compose v2 as a docker CLI plugin (`make compose-plugin`)."""
+    subprocess.run(["make", "--no-print-directory", "compose-plugin"], cwd=REPO, check=True,
+                   capture_output=True, timeout=120)
+
+
 def _load_local_wheels():
     """smoke_tests/local_wheels.py (small offline wheels) by path: the two suites are
     separate pytest roots."""

@@ -4,33 +4,20 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 import urllib.request
 import uuid
 
 import pytest
 
-from .conftest import REPO, free_port
+from .conftest import compose, free_port
+
+pytestmark = pytest.mark.usefixtures("compose_plugin")
 
 COMBINATIONS = [[], ["nvidia"], ["nvidia-devices"], ["rocm"]]
 
 
-def compose(*args: str, project: str | None = None, env: dict | None = None, check: bool = True,
-            overrides: list[str] = ()) -> subprocess.CompletedProcess:
-    files = ["-f", "compose/compose.yaml"] + [x for o in overrides for x in ("-f", f"compose/compose.{o}.yaml")]
-    cmd = ["docker", "compose", *(["-p", project] if project else []), *files, *args]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, **(env or {})},
-                          timeout=600)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    return proc
 
-
-@pytest.fixture(scope="module", autouse=True)
-def compose_plugin():
-    subprocess.run(["make", "--no-print-directory", "compose-plugin"], cwd=REPO, check=True,
-                   capture_output=True, timeout=120)
 
 
 @pytest.mark.parametrize("overrides", COMBINATIONS, ids=lambda o: "+".join(["base", *o]))

@@ -17,28 +17,21 @@ import uuid
 
 import pytest
 
-from .conftest import REPO, free_port
+from .conftest import REPO, compose as _compose, free_port
+
+
+def compose(*args: str, env: dict, **kwargs):
+    """compose.yaml with exactly `env` deciding its variables."""
+    return _compose(*args, env=env, clean_env=True, **kwargs)
+
+
+pytestmark = pytest.mark.usefixtures("compose_plugin")
 
 LAB_IMAGE = "kerasenv:tf2.21-cpu-jupyter"  # compose.yaml's default KERASENV_JUPYTER_IMAGE
 
 
-def compose(*args: str, env: dict, project: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    """docker compose on compose/compose.yaml with exactly `env` on top of a process
-    environment from which every variable compose.yaml reads is removed first."""
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("JUPYTER_", "KERASENV_", "TENSORBOARD_")) and k not in ("PROJECT_DIR", "RUNS_DIR")}
-    cmd = ["docker", "compose", *(["-p", project] if project else []), "-f", "compose/compose.yaml", *args]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**base, **env}, timeout=600,
-                          check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    return proc
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compose_plugin():
-    subprocess.run(["make", "--no-print-directory", "compose-plugin"], cwd=REPO, check=True,
-                   capture_output=True, timeout=120)
 
 
 def request(method: str, url: str, *, token: str | None = None, body=None) -> tuple[int, bytes]:
