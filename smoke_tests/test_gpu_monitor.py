@@ -107,6 +107,7 @@ def test_the_smoke_with_a_sampled_gpu_reports_the_epochs_and_prints_the_verdict(
     recorded = [float(row[3]) for row in rows]
     v = monitor["verdict"]
     assert min(recorded) <= v["busy_percent"] <= max(recorded) and v["epochs_used"] == [2, 3]
+    assert v["samples"] >= 5 and "from only" not in v["line"]  # the step floor of smoke_monitored.py
     assert v["memory_status"] == "ok" and v["memory_total_mib"] == 24564  # at most 2324 MiB used
     for line in v["lines"]:
         assert f"[smoke]   {line}" in err

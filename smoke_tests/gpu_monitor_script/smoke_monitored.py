@@ -2,14 +2,40 @@
 runs the real smoke (kerasenv_image.smoke.main) but tells its training step that it
 trains on one GPU, `/physical_device:GPU:0`, so the GpuMonitor is added and samples the
 nvidia-smi it is given (the recorded loop, replayed); TensorFlow still trains on the CPU.
-Only the monitor's side is simulated: the report and the summary are the real code's."""
+Only the monitor's side is simulated: the report and the summary are the real code's.
+
+The monitor's class is given a floor of STEP_FLOOR_S per step: on a fast CPU the smoke's
+32 steps took under 0.3 s an epoch, too short for a single 200 ms sample after the
+settling time (the verdict then says "epochs too short", which the unit tests cover),
+so without the floor what this test checks would depend on the CPU."""
 
 import sys
+import time
 from types import SimpleNamespace
 
 sys.path.insert(0, "/opt/kerasenv")
 
+from kerasenv_image import gpu_monitor  # noqa: E402
 from kerasenv_image.smoke import main, training  # noqa: E402
+
+STEP_FLOOR_S = 0.04  # 32 steps: at least 1.3 s an epoch, 4 or more samples after settling
+_monitor_class = gpu_monitor.monitor_class
+
+
+def paced_monitor_class(keras):
+    class PacedGpuMonitor(_monitor_class(keras)):
+        def on_train_batch_begin(self, batch, logs=None):
+            self._step_began = time.perf_counter()
+            super().on_train_batch_begin(batch, logs)
+
+        def on_train_batch_end(self, batch, logs=None):
+            super().on_train_batch_end(batch, logs)
+            time.sleep(max(0.0, STEP_FLOOR_S - (time.perf_counter() - self._step_began)))
+
+    return PacedGpuMonitor
+
+
+gpu_monitor.monitor_class = paced_monitor_class
 
 
 def train_as_if_on_gpu_0(tf, keras, args, report, gpus):

@@ -72,8 +72,19 @@ def test_nothing_sampled_says_so():
     assert gpu_verdict.verdict([], memory_total_mib=None)["line"] == "no GPU sampled"
     # a window shorter than the sampling interval: a record, but no sample in it
     epochs = epochs_of("a5000-train-steady", [("2025/05/25 00:08:12", "2025/05/25 00:08:12")])
-    v = gpu_verdict.verdict(epochs, memory_total_mib=None)
-    assert (v["status"], v["line"], v["busy_percent"]) == ("not-sampled", "no GPU sampled", None)
+    v = gpu_verdict.verdict(epochs, memory_total_mib=None, interval_ms=200)
+    assert (v["status"], v["busy_percent"]) == ("epochs-too-short", None)
+    assert v["line"].startswith("no GPU utilisation figure: the epochs were too short (the longest lasted 0.00 s) "
+                                "for nvidia-smi's samples (every 200 ms,")
+    assert "--steps-per-epoch" in v["line"]
+
+
+def test_utilisation_reported_as_na_says_so_and_keeps_memory():
+    gpu = {"index": 0, "samples": 6, "utilization_percent": None, "memory_used_mib": 70000.0,
+           "memory_total_mib": 81920.0, "tf_peak_memory_mib": None}
+    v = gpu_verdict.verdict([{"epoch": 1, "seconds": 3.0, "gpus": [gpu]}], memory_total_mib=None)
+    assert v["status"] == "not-sampled" and "utilization.gpu as N/A" in v["lines"][-1]
+    assert v["memory_status"] == "ok" and v["peak_memory_mib"] == 70000.0
 
 
 def constructed(busy, *, used=None, total=81920.0, tf_peak=None, epochs=2):

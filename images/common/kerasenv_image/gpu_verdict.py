@@ -45,12 +45,34 @@ def steady_epochs(epochs: list[dict]) -> list[dict]:
     return epochs[1:] if len(epochs) > 1 else list(epochs)
 
 
-def verdict(epochs: list[dict], *, memory_total_mib: float | None, input_wait_fraction: float | None = None) -> dict:
-    """`epochs`: GpuMonitor.epochs ([{epoch, gpus: [{index, utilization_percent,
-    memory_used_mib, memory_total_mib, tf_peak_memory_mib, ...}]}]). `memory_total_mib`:
-    the GPU's memory (None: nvidia-smi's memory.total from the samples).
+def _no_utilisation_line(steady: list[dict], interval_ms: int | None) -> tuple[str, str]:
+    """Why there is no utilisation figure, as (status, line): no record at all; epochs so
+    short that no sample fell after their settling time; or samples whose utilization.gpu
+    was N/A."""
+    gpus = [g for e in steady for g in e.get("gpus", [])]
+    if not gpus:
+        return "not-sampled", "no GPU sampled"
+    if any(g.get("samples") for g in gpus):
+        return "not-sampled", ("no GPU utilisation figure: nvidia-smi reported utilization.gpu as N/A "
+                               "(a MIG instance or a vGPU does that); memory is still measured")
+    seconds = [e["seconds"] for e in steady if e.get("seconds") is not None]
+    longest = f" (the longest lasted {max(seconds):.2f} s)" if seconds else ""
+    every = f"every {interval_ms} ms" if interval_ms else "at nvidia-smi's interval"
+    return "epochs-too-short", (f"no GPU utilisation figure: the epochs were too short{longest} for nvidia-smi's "
+                                f"samples ({every}, the first quarter of an epoch, at most 1 s, dropped); train "
+                                "more steps per epoch (smoke: --steps-per-epoch) so that an epoch lasts a few "
+                                "seconds")
 
-    Returns status (not-sampled | input-bound | underused | partly-idle | gpu-bound),
+
+def verdict(epochs: list[dict], *, memory_total_mib: float | None, input_wait_fraction: float | None = None,
+            interval_ms: int | None = None) -> dict:
+    """`epochs`: GpuMonitor.epochs ([{epoch, seconds, gpus: [{index, samples,
+    utilization_percent, memory_used_mib, memory_total_mib, tf_peak_memory_mib, ...}]}]).
+    `memory_total_mib`: the GPU's memory (None: nvidia-smi's memory.total from the
+    samples). `interval_ms`: the sampling interval, named when epochs were too short.
+
+    Returns status (not-sampled | epochs-too-short | input-bound | underused | partly-idle
+    | gpu-bound),
     memory_status (ok | near-oom | unknown), `line` (the first of `lines`, the most
     important finding), `lines`, the measured values and the thresholds."""
     steady = steady_epochs(epochs)
@@ -81,8 +103,8 @@ def verdict(epochs: list[dict], *, memory_total_mib: float | None, input_wait_fr
               "thresholds": dict(THRESHOLDS)}
     lines: list[str] = []
     if busy is None:
-        status = "not-sampled"
-        lines.append("no GPU sampled")
+        status, line = _no_utilisation_line(steady, interval_ms)
+        lines.append(line)
     else:
         swing = (f" (from only {samples} sample{'' if samples == 1 else 's'}: longer epochs give a firmer figure)"
                  if samples < FEW_SAMPLES else "")

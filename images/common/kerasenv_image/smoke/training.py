@@ -117,7 +117,8 @@ def gpu_monitor_report(monitor) -> dict:
     monitor.stop()
     result = monitor.report()
     if result["sampled"]:
-        result["verdict"] = gpu_verdict.verdict(result["epochs"], memory_total_mib=None)
+        result["verdict"] = gpu_verdict.verdict(result["epochs"], memory_total_mib=None,
+                                                interval_ms=result["interval_ms"])
     return result
 
 
