@@ -26,19 +26,19 @@ JUPYTER_PORT ?= 8888
 pick_variant = $(if $(filter command line environment,$(origin VARIANT)),$(VARIANT),auto)
 BENCH_ARGS ?=
 compose = docker compose -f compose/compose.yaml $(if $(COMPOSE_GPU),-f compose/compose.$(COMPOSE_GPU).yaml)
-compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(TENSORBOARD_PORT) JUPYTER_PORT=$(JUPYTER_PORT)
+compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(TENSORBOARD_PORT) JUPYTER_PORT=$(JUPYTER_PORT) PROFILE=$(PROFILE)
 
-smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE)) $(if $(filter 1 yes true,$(VERBOSE)),--verbose)
+smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE)) $(if $(filter 1 yes true,$(VERBOSE)),--verbose) $(if $(filter 1 yes true,$(PROFILE)),--profile)
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 
-.PHONY: shell lab lab-up build-jupyter sbom push pull train-multiworker bench-multiworker compose-plugin up tensorboard down test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
+.PHONY: bench-profile shell lab lab-up build-jupyter sbom push pull train-multiworker bench-multiworker compose-plugin up tensorboard down test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
 	@echo
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
 	@echo
-	@echo "Variables: VARIANT=$(VARIANT) GPUS=$(GPUS) SHM_SIZE=$(SHM_SIZE) EPOCHS=$(EPOCHS) BATCH_SIZE=$(BATCH_SIZE) VERBOSE=$(VERBOSE) BASE_IMAGE=$(BASE_IMAGE) CA_CERT=$(CA_CERT)"
+	@echo "Variables: VARIANT=$(VARIANT) GPUS=$(GPUS) SHM_SIZE=$(SHM_SIZE) EPOCHS=$(EPOCHS) BATCH_SIZE=$(BATCH_SIZE) VERBOSE=$(VERBOSE) PROFILE=$(PROFILE) BASE_IMAGE=$(BASE_IMAGE) CA_CERT=$(CA_CERT)"
 	@echo "Variants: $$(sed -n 's/^id = "\(.*\)"/\1/p' images/matrix.toml | tr '\n' ' ')"
 
 $(VENV)/.installed: pyproject.toml
@@ -137,6 +137,9 @@ train-multiworker: venv ## train across WORKERS= containers (MultiWorkerMirrored
 
 bench-multiworker: venv ## measure 2-worker samples/s against the single-container smoke run (CPU image)
 	$(VENV)/bin/python scripts/bench_multiworker.py --variant $(CPU_VARIANT)
+
+bench-profile: venv ## measure what the smoke's --profile costs: wall time with and without (CPU image)
+	$(VENV)/bin/python scripts/bench_profile_overhead.py --variant $(CPU_VARIANT)
 
 lint: venv ## hadolint every Dockerfile; validate compose files (Compose spec) and k8s manifests offline
 	$(VENV)/bin/hadolint images/*/Dockerfile images/*/jupyter.Dockerfile && echo "hadolint: $$(ls images/*/Dockerfile images/*/jupyter.Dockerfile | wc -l) Dockerfiles clean"

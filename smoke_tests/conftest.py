@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -229,6 +231,14 @@ def start(docker, ref: str, command, **kwargs):
         container.remove(force=True)
         raise
     return container
+
+
+@pytest.fixture
+def writable_dir():
+    """A host directory any container UID can write (what a user mounts for results)."""
+    with tempfile.TemporaryDirectory(prefix="kerasenv-accept-") as path:
+        os.chmod(path, 0o777)
+        yield Path(path)
 
 
 def run_once(docker, ref: str, command, **kwargs) -> tuple[int, str, str]:

@@ -8,8 +8,6 @@ the CPU."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,13 +23,6 @@ _ROWS = [line.split(", ") for line in
          (FIXTURES / "nvidia-smi-query" / "a5000-train-steady" / "output.csv").read_text().splitlines()[1:]]
 RECORDED_UTIL = {float(row[3]) for row in _ROWS}
 RECORDED_MEMORY = (min(float(row[5]) for row in _ROWS), max(float(row[5]) for row in _ROWS))
-
-
-@pytest.fixture
-def writable_dir():
-    with tempfile.TemporaryDirectory(prefix="kerasenv-gpumon-") as path:
-        os.chmod(path, 0o777)
-        yield Path(path)
 
 
 def test_gpu_monitor_in_a_users_fit_writes_per_epoch_scalars(docker, target, writable_dir):

@@ -4,24 +4,12 @@ arbitrary UID on a read-only root file system."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
-
-import pytest
 
 from .conftest import run_once
 
 FAMILIES = {"cpu", "cuda"}  # ROCm: AMD's image, not built here
 USER_SCRIPT = Path(__file__).parent / "user_script"
-
-
-@pytest.fixture
-def writable_dir():
-    """A host directory any container UID can write (what a user mounts for results)."""
-    with tempfile.TemporaryDirectory(prefix="kerasenv-accept-") as path:
-        os.chmod(path, 0o777)
-        yield Path(path)
 
 
 def test_default_command_offline_trains_and_writes_a_valid_report(docker, target, writable_dir):

@@ -105,6 +105,9 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--json", action="store_true", help="print the report on stdout")
             s.add_argument("--verbose", action="store_true",
                            help="show TensorFlow's full log, its start-up noise included")
+            s.add_argument("--profile", action="store_true",
+                           help="capture 6 steady steps with TensorFlow's profiler (TensorBoard's Profile tab: "
+                                "`make tensorboard`) and report the input pipeline's share of step time")
 
     text = ("JupyterLab of a variant (its -jupyter flavour) on 127.0.0.1 with a fresh token, the current "
             "directory as the notebook folder; Ctrl-C stops it")
@@ -285,7 +288,7 @@ def _cmd_lock(args, matrix: Matrix) -> int:
             continue
         folder = matrix.path.parent / v.id
         if not args.jupyter_only:
-            for path in locks.write(v, folder, locks.resolve(v, ca_cert=args.ca_cert)):
+            for path in locks.write(v, folder, locks.resolve(v, ca_cert=args.ca_cert, folder=folder)):
                 print(f"wrote {path}")
         if matrix.jupyter and v in matrix.with_jupyter():
             lab = matrix.jupyter.jupyterlab
@@ -486,7 +489,7 @@ def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
     env = runner.parse_env(args.env)
     flags = runner.smoke_flags(epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
                                mixed_precision=args.mixed_precision, require_gpu=args.require_gpu,
-                               verbose=args.verbose) if smoke else []
+                               verbose=args.verbose, profile=args.profile) if smoke else []
     cmd, run_id = runner.workload(v, args.cmd, smoke=smoke, run_id=getattr(args, "run_id", None), flags=flags)
     result = runner.run(client, v, cmd, gpus=gpus, shm_size=args.shm_size, runs_dir=args.runs_dir,
                         user=args.user, env=env, memory=args.memory, kind="smoke" if smoke else "run",

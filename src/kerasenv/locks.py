@@ -43,6 +43,15 @@ def inputs(v: Variant) -> list[str]:
     # TensorBoard: TF 2.21 dropped the dependency, but without it tf.summary (Keras'
     # TensorBoard callback, the smoke training's logs) raises TBNotInstalledError.
     reqs = [f"{v.tensorflow_package}=={v.tensorflow}", f"keras=={v.keras}", "tensorboard"]
+    # The profiler's TensorBoard plugin (XProf): Profile tab, trace viewer, input-pipeline
+    # analyser; the smoke's --profile reads its input-pipeline analysis.
+    if v.profile_plugin:
+        reqs.append(f"tensorboard-plugin-profile=={v.profile_plugin}")
+    # TensorBoard before 2.21 (what TF <= 2.20 pins) imports pkg_resources, which setuptools
+    # 82 removed (pypa/setuptools#5007): the `tensorboard` command died with "No module named
+    # 'pkg_resources'" (tensorflow/tensorboard#7003, #7107; fixed in TensorBoard 2.21).
+    if tuple(int(p) for p in v.tensorflow.split(".")[:2]) < (2, 21):
+        reqs.append("setuptools<82")
     # The nvidia wheels are named one by one rather than through `tensorflow[and-cuda]`:
     # exact pins for 2.20+ (whose extra has only ranges), and no TensorRT (2.14's extra).
     return reqs + cuda_inputs(v)
@@ -118,13 +127,30 @@ def _write_atomic(path: Path, content: str) -> None:
     tmp.replace(path)  # never a half-written lock
 
 
-def resolve(v: Variant, *, ca_cert: str | None = None) -> dict[str, Pin]:
-    """Run `uv pip compile --generate-hashes` for the variant (needs PyPI)."""
-    return _compile(v, inputs(v), ca_cert=ca_cert)
+def resolve(v: Variant, *, ca_cert: str | None = None, folder: Path | None = None) -> dict[str, Pin]:
+    """Run `uv pip compile --generate-hashes` for the variant (needs PyPI). With `folder`,
+    the committed locks there are uv's preferences: a new input changes only what it must."""
+    return _compile(v, inputs(v), ca_cert=ca_cert, preferred=_committed(folder, MAIN_LOCK, CUDA_LOCK))
+
+
+def _as_requirements(pins) -> str:
+    return "".join(f"{p.name}=={p.version}\n" for p in pins)
+
+
+def _committed(folder: Path | None, *names: str) -> str:
+    """The `name==version` lines of the committed locks `names` in `folder` (hashes left
+    out), or '' (none yet, or one unparsable: check_variant reports that)."""
+    if folder is None:
+        return ""
+    try:
+        return _as_requirements(pin for name in names if (folder / name).exists()
+                                for pin in parse((folder / name).read_text(encoding="utf-8")).values())
+    except ValueError:
+        return ""
 
 
 def _compile(v: Variant, reqs: list[str], *, constraints: str | None = None,
-             ca_cert: str | None = None) -> dict[str, Pin]:
+             ca_cert: str | None = None, preferred: str = "") -> dict[str, Pin]:
     # The venv's own uv first: `make lock` runs .venv/bin/kerasenv without .venv/bin on PATH.
     uv = shutil.which("uv", path=os.path.dirname(sys.executable)) or shutil.which("uv")
     if uv is None:
@@ -136,6 +162,10 @@ def _compile(v: Variant, reqs: list[str], *, constraints: str | None = None,
         req = Path(tmp, "requirements.in")
         req.write_text("\n".join(reqs) + "\n", encoding="utf-8")
         out = Path(tmp, "requirements.txt")
+        # uv prefers the versions already in --output-file: seeding it with the committed
+        # pins keeps every version that still satisfies the inputs.
+        if preferred:
+            out.write_text(preferred, encoding="utf-8")
         cmd = [uv, "pip", "compile", "--quiet", "--generate-hashes", "--no-header", "--no-annotate",
                "--python-version", v.python, "--python-platform", PLATFORM,
                "--output-file", str(out), str(req)]
@@ -237,8 +267,8 @@ def resolve_jupyter(v: Variant, folder: Path, jupyterlab: str, *, ca_cert: str |
     base = variant_pins(folder)
     if not base:
         raise UsageError(f"{v.id} has no lock yet: run `kerasenv lock {v.id}` first")
-    constraints = "\n".join(f"{p.name}=={p.version}" for p in base.values()) + "\n"
-    resolved = _compile(v, jupyter_inputs(jupyterlab), constraints=constraints, ca_cert=ca_cert)
+    resolved = _compile(v, jupyter_inputs(jupyterlab), constraints=_as_requirements(base.values()),
+                        ca_cert=ca_cert, preferred=_committed(folder, JUPYTER_LOCK))
     added = []
     for key, pin in resolved.items():
         if key in base:

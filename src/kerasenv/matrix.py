@@ -67,6 +67,9 @@ class Variant:
     nccl: str | None = None
     rocm: str | None = None
     gpu_evidence: GpuEvidence | None = None  # set only by an override (or extra evidence)
+    # tensorboard-plugin-profile (XProf) release locked into the image, from [profiler]
+    # (None: no profiler in the image; always None for ROCm, whose Python is AMD's)
+    profile_plugin: str | None = None
 
     # --- derived facts -------------------------------------------------------------
     @property
@@ -276,24 +279,46 @@ def parse(raw: Mapping[str, Any], path: Path) -> Matrix:
             raise fail(f"project, field {key!r}", "missing")
     if not project["source"].startswith("https://"):
         raise fail("project, field 'source'", "must be an https:// URL")
+    plugin = _parse_profiler(raw, fail)
+    if plugin:
+        variants = [dataclasses.replace(v, profile_plugin=plugin) if v.family != "rocm" else v for v in variants]
     return Matrix(path=path, variants=tuple(variants), project=project, jupyter=_parse_jupyter(raw, fail),
                   **defaults)
 
 
-def _parse_jupyter(raw: Mapping[str, Any], fail) -> Jupyter | None:
-    table = raw.get("jupyter")
+def _optional_table(raw: Mapping[str, Any], name: str, fields: set[str], fail) -> Mapping[str, Any] | None:
+    """The top-level table `name` (None when absent), refusing a non-table and unknown fields."""
+    table = raw.get(name)
     if table is None:
         return None
     if not isinstance(table, dict):
-        raise fail("jupyter", "must be a table")
-    lab, budget = table.get("jupyterlab"), table.get("added_size_budget_mb")
-    if not isinstance(lab, str) or not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", lab):
-        raise fail("jupyter, field 'jupyterlab'", f"must be an exact release like \"4.6.6\", got {lab!r}")
+        raise fail(name, "must be a table")
+    unknown = set(table) - fields
+    if unknown:
+        raise fail(name, f"unknown field(s) {', '.join(sorted(unknown))}")
+    return table
+
+
+def _exact_release(table: Mapping[str, Any], where: str, key: str, example: str, fail) -> str:
+    value = table.get(key)
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", value):
+        raise fail(f"{where}, field '{key}'", f"must be an exact release like \"{example}\", got {value!r}")
+    return value
+
+
+def _parse_profiler(raw: Mapping[str, Any], fail) -> str | None:
+    table = _optional_table(raw, "profiler", {"tensorboard_plugin_profile"}, fail)
+    return None if table is None else _exact_release(table, "profiler", "tensorboard_plugin_profile", "2.24.2", fail)
+
+
+def _parse_jupyter(raw: Mapping[str, Any], fail) -> Jupyter | None:
+    table = _optional_table(raw, "jupyter", {"jupyterlab", "added_size_budget_mb"}, fail)
+    if table is None:
+        return None
+    lab = _exact_release(table, "jupyter", "jupyterlab", "4.6.6", fail)
+    budget = table.get("added_size_budget_mb")
     if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
         raise fail("jupyter, field 'added_size_budget_mb'", f"must be a positive integer, got {budget!r}")
-    unknown = set(table) - {"jupyterlab", "added_size_budget_mb"}
-    if unknown:
-        raise fail("jupyter", f"unknown field(s) {', '.join(sorted(unknown))}")
     return Jupyter(jupyterlab=lab, added_size_budget_mb=budget)
 
 

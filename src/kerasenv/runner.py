@@ -104,7 +104,8 @@ def smoke_command(v: Variant, run_id: str, flags: list[str] | tuple[str, ...] = 
 
 
 def smoke_flags(*, epochs: int | None = None, batch_size: int | None = None, learning_rate: float | None = None,
-                mixed_precision: str | None = None, require_gpu: bool = False, verbose: bool = False) -> list[str]:
+                mixed_precision: str | None = None, require_gpu: bool = False, verbose: bool = False,
+                profile: bool = False) -> list[str]:
     """smoke_train.py's flags for the options given (None: the script's default)."""
     flags: list[str] = []
     for name, value in (("--epochs", epochs), ("--batch-size", batch_size), ("--learning-rate", learning_rate),
@@ -115,6 +116,8 @@ def smoke_flags(*, epochs: int | None = None, batch_size: int | None = None, lea
         flags.append("--require-gpu")
     if verbose:  # TensorFlow's start-up noise too (the in-image log filter off)
         flags.append("--verbose")
+    if profile:  # the profiler over a few steady steps, and the input pipeline's wait
+        flags.append("--profile")
     return flags
 
 

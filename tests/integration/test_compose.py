@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import time
@@ -40,12 +41,22 @@ def scalar_tags(port: int) -> dict:
         return json.load(r)
 
 
-def test_train_and_tensorboard_come_up_and_tensorboard_lists_the_scalars(built_images, docker, tmp_path):
+def profile_runs(port: int) -> list:
+    """The profile plugin's runs (XProf answers gzip-compressed)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/data/plugin/profile/runs",
+                                     headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=10) as r:
+        body = r.read()
+        return json.loads(gzip.decompress(body) if r.headers.get("Content-Encoding") == "gzip" else body)
+
+
+def test_train_and_tensorboard_come_up_and_tensorboard_lists_the_scalars_and_the_profile(built_images, docker,
+                                                                                        tmp_path):
     project = f"kerasenv-test-{uuid.uuid4().hex[:8]}"
     port = free_port()
     runs = tmp_path / "runs"
     runs.mkdir()
-    env = {"RUNS_DIR": str(runs), "TENSORBOARD_PORT": str(port), "RUN_ID": "compose-test",
+    env = {"RUNS_DIR": str(runs), "TENSORBOARD_PORT": str(port), "RUN_ID": "compose-test", "PROFILE": "1",
            "KERASENV_UID": str(os.getuid()), "KERASENV_GID": str(os.getgid())}
     try:
         compose("up", "-d", project=project, env=env)
@@ -65,6 +76,9 @@ def test_train_and_tensorboard_come_up_and_tensorboard_lists_the_scalars(built_i
             time.sleep(2)
         else:
             pytest.fail(f"TensorBoard never listed the run's loss and accuracy: {tags}")
+        # PROFILE=1: the smoke ran --profile, and the read-only TensorBoard serves the profile
+        assert json.loads((runs / "compose-test" / "report.json").read_text())["profile"]["steps"] == [35, 40]
+        assert [r for r in profile_runs(port) if r.startswith("compose-test/tensorboard/")]
     finally:
         compose("down", "--remove-orphans", project=project, env=env, check=False)
     left = docker.containers.list(all=True, filters={"label": f"com.docker.compose.project={project}"})

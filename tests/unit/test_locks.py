@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -124,8 +126,9 @@ def test_write_refuses_unpinned_nvidia_wheels(tmp_path, v):
 
 def test_inputs_name_every_pin_and_nothing_for_rocm():
     v = CUDA_VARIANTS[0]
-    assert locks.inputs(v)[:3] == [f"tensorflow=={v.tensorflow}", f"keras=={v.keras}", "tensorboard"]
-    assert len(locks.inputs(v)) == 3 + len(v.cuda_wheels())
+    assert locks.inputs(v)[:4] == [f"tensorflow=={v.tensorflow}", f"keras=={v.keras}", "tensorboard",
+                                   f"tensorboard-plugin-profile=={v.profile_plugin}"]
+    assert len(locks.inputs(v)) == 4 + len(v.cuda_wheels())
     assert locks.inputs(next(x for x in load().variants if x.family == "rocm")) == []
 
 
@@ -230,3 +233,40 @@ def test_variant_pins_join_the_main_and_cuda_locks(repo_root):
 
 def lock_of_folder(folder) -> str:
     return (folder / locks.MAIN_LOCK).read_text(encoding="utf-8")
+
+
+def test_a_relock_hands_uv_the_committed_pins_as_preferences(tmp_path, monkeypatch):
+    """uv prefers the versions already in --output-file: the committed pins go there, so a
+    new input (the profiler plugin) changes only what it must."""
+    v = CUDA_VARIANTS[0]
+    folder = tmp_path / v.id
+    locks.write(v, folder, resolved(v))
+    seen = {}
+
+    def fake_run(cmd, env, capture_output, text):
+        out = Path(cmd[cmd.index("--output-file") + 1])
+        seen["preferred"] = out.read_text(encoding="utf-8") if out.exists() else ""
+        out.write_text(Path(folder / locks.MAIN_LOCK).read_text(encoding="utf-8"), encoding="utf-8")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(locks.shutil, "which", lambda name, path=None: "/usr/bin/uv")
+    monkeypatch.setattr(locks.subprocess, "run", fake_run)
+    locks.resolve(v, folder=folder)
+    preferred = set(seen["preferred"].splitlines())
+    assert f"tensorflow=={v.tensorflow}" in preferred
+    assert {f"{name}=={version}" for name, version in v.cuda_wheels().items()} <= preferred
+    assert not any("--hash" in line for line in preferred)
+    locks.resolve(v, folder=tmp_path / "no-locks-yet")  # nothing committed: no preference
+    assert seen["preferred"] == ""
+
+
+def test_tensorboard_before_2_21_gets_a_setuptools_that_still_has_pkg_resources():
+    """setuptools 82 removed pkg_resources, which TensorBoard < 2.21 imports at start-up."""
+    for v in load().variants:
+        if v.family == "rocm":
+            continue
+        older = tuple(int(p) for p in v.tensorflow.split(".")[:2]) < (2, 21)
+        assert ("setuptools<82" in locks.inputs(v)) is older, v.id
+        pins = locks.parse((load().path.parent / v.id / locks.MAIN_LOCK).read_text(encoding="utf-8"))
+        major = int(pins["setuptools"].version.split(".")[0])
+        assert (major < 82) if older else True, (v.id, pins["setuptools"].version)

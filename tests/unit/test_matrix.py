@@ -121,7 +121,7 @@ BAD_VARIANTS = [
                  id="duplicate-id"),
     pytest.param(CPU_ID, 'id = "TF2.21-CPU"\n', "variant 'TF2.21-CPU'", "'id'", "Docker tag",
                  id="id-not-a-docker-tag"),
-    pytest.param("size_budget_mb = 1700", "size_budget_mb = 0", CPU, "'size_budget_mb'",
+    pytest.param("size_budget_mb = 2000", "size_budget_mb = 0", CPU, "'size_budget_mb'",
                  "positive", id="size-budget-zero"),
     pytest.param('notes = "CPU only: laptops and CI"', 'notes = "CPU | laptops"', CPU, "'notes'",
                  "Markdown table cell", id="notes-break-the-table"),
@@ -299,3 +299,34 @@ def test_unknown_jupyter_field_is_rejected(write_matrix):
 
 def test_jupyter_that_is_not_a_table_is_rejected(write_matrix):
     assert ": jupyter: must be a table" in load_error(write_matrix(JUPYTER_TABLE, 'jupyter = "4.6.6"\n'))
+
+
+# --- [profiler]: the XProf TensorBoard plugin in every cpu/cuda image ----------------------
+
+PROFILER_TABLE = '[profiler]\ntensorboard_plugin_profile = "2.24.2"\n'
+
+
+def test_committed_profiler_table_puts_the_plugin_in_every_cpu_and_cuda_variant(real_matrix):
+    for v in real_matrix.variants:
+        assert v.profile_plugin == (None if v.family == "rocm" else "2.24.2"), v.id
+
+
+def test_a_matrix_without_a_profiler_table_has_no_plugin(write_matrix):
+    loaded = matrix.load(write_matrix(PROFILER_TABLE, ""))
+    assert all(v.profile_plugin is None for v in loaded.variants)
+
+
+@pytest.mark.parametrize("new, reason", [
+    pytest.param('tensorboard_plugin_profile = "2.24"', "exact release", id="not-exact"),
+    pytest.param('tensorboard_plugin_profile = ">=2.24.2"', "exact release", id="a-range"),
+    pytest.param("tensorboard_plugin_profile = 2.24", "got 2.24", id="a-float"),
+    pytest.param("", "got None", id="missing"),
+])
+def test_bad_profile_plugin_release_is_rejected(write_matrix, new, reason):
+    message = load_error(write_matrix('tensorboard_plugin_profile = "2.24.2"', new))
+    assert ": profiler, field 'tensorboard_plugin_profile': " in message and reason in message
+
+
+def test_unknown_profiler_field_is_rejected(write_matrix):
+    message = load_error(write_matrix(PROFILER_TABLE, PROFILER_TABLE + "xprof = \"2.24.2\"\n"))
+    assert ": profiler: unknown field(s) xprof" in message

@@ -179,3 +179,11 @@ def test_make_smoke_verbose_1_passes_verbose(value, flag):
                             cwd=REPO, capture_output=True, text=True, check=False).stdout
     assert "smoke tf2.21-cpu" in recipe
     assert ("--verbose" in recipe) is flag
+
+
+def test_the_profilers_start_stop_and_save_lines_are_hidden_and_our_summary_kept():
+    lines = lines_of("tf2.21-cpu.profile.verbose.stderr")
+    kept, f = shown(lines)
+    assert kept == [line for line in lines if line.startswith("[smoke]")]
+    assert f.hidden_by["profiler-session"] == 8  # 3 when Keras warms the profiler up, 5 around the steps
+    assert any(line.startswith("[smoke]   profile: steps 35-40 in ") for line in kept)

@@ -5,6 +5,8 @@
   memory per epoch as TensorBoard scalars, for the smoke training and for your own fit().
 - kerasenv_image.gpu_sampler: the nvidia-smi sampler and its steady-state window (also
   `kerasenv bench`'s, on the host); kerasenv_image.gpu_verdict: what the numbers mean.
+- kerasenv_image.profiling: which steps to profile (Keras' TensorBoard profile_batch=),
+  their wall time, and the input pipeline's wait read from the profile (the smoke's --profile).
 
 images/ is the single build context of every image (`docker build -f images/<id>/Dockerfile
 images`), so no variant folder carries a copy of this code.

@@ -34,6 +34,23 @@ THRESHOLDS = {"underused_busy_percent": UNDERUSED_BUSY_PERCENT, "gpu_bound_busy_
 PROFILE_HINT = "see Profile → Input pipeline"
 
 
+def _percent(fraction: float) -> str:
+    return "under 1 %" if 0 < fraction < 0.005 else f"{100 * fraction:.0f} %"
+
+
+def input_status(fraction: float) -> str:
+    return "input-bound" if fraction >= INPUT_BOUND_WAIT_FRACTION else "input-ok"
+
+
+def input_line(fraction: float) -> str:
+    """The profile's input-wait finding on its own (a CPU run, or beside the GPU's line)."""
+    if input_status(fraction) == "input-bound":
+        return (f"the input pipeline waited {_percent(fraction)} of step time: the data pipeline is the "
+                f"bottleneck ({PROFILE_HINT})")
+    return (f"the input pipeline waited {_percent(fraction)} of step time: it keeps up (under "
+            f"{100 * INPUT_BOUND_WAIT_FRACTION:.0f} %)")
+
+
 def _gib(mib: float) -> str:
     gib = mib / 1024
     return f"{gib:.0f} GiB" if gib >= 10 else f"{gib:.1f} GiB"
@@ -112,13 +129,13 @@ def verdict(epochs: list[dict], *, memory_total_mib: float | None, input_wait_fr
             swing += f", swinging {result['busy_min_percent']:.0f}-{result['busy_max_percent']:.0f} % between samples"
         if input_wait_fraction is not None and input_wait_fraction >= INPUT_BOUND_WAIT_FRACTION:
             status = "input-bound"
-            lines.append(f"GPU busy {busy:.0f} %{swing} while the input pipeline waited {100 * input_wait_fraction:.0f} % "
+            lines.append(f"GPU busy {busy:.0f} %{swing} while the input pipeline waited {_percent(input_wait_fraction)} "
                          f"of step time: the data pipeline is the bottleneck ({PROFILE_HINT})")
         elif busy < UNDERUSED_BUSY_PERCENT:
             status = "underused"
             if input_wait_fraction is not None:
                 lines.append(f"GPU busy {busy:.0f} %{swing} while the input pipeline waited only "
-                             f"{100 * input_wait_fraction:.0f} % of step time: the GPU is underused but not by the "
+                             f"{_percent(input_wait_fraction)} of step time: the GPU is underused but not by the "
                              "input; raise the batch size, or look for host-side work between steps (Profile → "
                              "Trace viewer)")
             else:

@@ -53,6 +53,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    default=env.get("KERASENV_VERBOSE", "") in ("1", "true", "yes"),
                    help="show TensorFlow's whole C++ log; by default its known start-up noise "
                         "(log_filter.py) is hidden from the terminal (never from the report)")
+    p.add_argument("--profile", action="store_true",
+                   default=env.get("KERASENV_PROFILE", "") in ("1", "true", "yes"),
+                   help="capture 6 steady-state steps with TensorFlow's profiler (TensorBoard's Profile tab) "
+                        "and report how long each step waited for its input")
     args = p.parse_args(argv)
     for name in ("epochs", "batch_size", "samples", "steps_per_epoch"):
         if getattr(args, name) < 1:
@@ -69,6 +73,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.visible_gpu_indexes = [int(i) for i in args.visible_gpus.split(",") if i.strip()]
     except ValueError:
         p.error(f"--visible-gpus must be indexes like 0 or 0,1, not {args.visible_gpus!r}")
+    if args.profile:
+        from ..profiling import steady_steps
+
+        try:
+            args.profile_steps = steady_steps(args.steps_per_epoch, args.epochs)
+        except ValueError as exc:
+            p.error(f"--profile: {exc}")
+    else:
+        args.profile_steps = None
     if not args.run_id:
         args.run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
     if not args.output_dir:

@@ -59,6 +59,11 @@ NOISE: tuple[Noise, ...] = (
                                   r"could not open file to read NUMA node)"),
           "informational (I), once per GPU: the PCI device reports no NUMA node (-1, common in "
           "VMs and WSL) and TF uses node 0 (tensorflow/tensorflow#42738, #58428)"),
+    Noise("profiler-session", re.compile(r"(?:profiler_session\.cc:\d+\] Profiler session (?:initializing|started|"
+                                         r"collecting data|tear down)\.|save_profile\.cc:\d+\] Collecting XSpace "
+                                         r"to repository: )"),
+          "informational (I), --profile only: the profiler starting, stopping and saving; the "
+          "smoke's summary names the file it wrote (profile: steps ... in <path>)"),
     Noise("cuinit-no-device", re.compile(r"failed call to cuInit: .*(?:UNKNOWN ERROR \(303\)|"
                                          r"CUDA_ERROR_NO_DEVICE|no CUDA-capable device)"),
           "only in a container started without any GPU: the smoke run's own WARNING already says "

@@ -87,6 +87,13 @@ def summary(report: dict, report_written: bool = True, hidden_log_lines: int = 0
     monitor = report.get("gpu_monitor") or {}
     if monitor.get("sampled") and monitor.get("verdict"):  # on the CPU: nothing (report: sampled false)
         lines += monitor["verdict"]["lines"]
+    profile = report.get("profile")
+    if profile:
+        said = " ".join(lines)
+        if "input pipeline waited" not in said:  # the GPU line already says it when it matters
+            lines.append(f"profile: {profile['line']}")
+        lines.append(f"profile: steps {profile['steps'][0]}-{profile['steps'][1]} in "
+                     f"{profile.get('xplane') or profile['log_dir']}")
     status = report["status"].upper()
     if report.get("error"):
         lines.append(f"{report['error']['message']}")

@@ -6,7 +6,7 @@ import json
 import os
 import time
 
-from .. import gpu_monitor, gpu_verdict
+from .. import gpu_monitor, gpu_verdict, profiling
 from .compile_options import choose_precision, jit_compile_arg
 from .console import log
 from .data import make_dataset, synthetic_images
@@ -60,18 +60,24 @@ def train(tf, keras, args, report: dict, gpus: list) -> dict:
     # Only the GPUs this run trains on (--visible-gpus): an idle neighbour is not underuse.
     monitor = (gpu_monitor.monitor_class(keras)(tensorboard_dir, gpus=gpu_monitor.smi_indexes(gpus))
                if gpus else None)
+    # --profile: the profiler over a few steady steps (args.profile_steps), and their wall
+    # time, against which the input pipeline's wait is read from the profile after fit().
+    window = profiling.step_window_class(keras)(*args.profile_steps) if args.profile_steps else None
     callbacks = [
         timing,
         *([monitor] if monitor is not None else []),
+        *([window] if window is not None else []),
         keras.callbacks.TerminateOnNaN(),
         # The epoch log is written before the backup: a kill between the two leaves the
         # log one epoch ahead, and the resumed run truncates it to the backup's epoch.
         progress,
         backup_callback(keras, backup_dir),
-        keras.callbacks.TensorBoard(log_dir=tensorboard_dir, update_freq="epoch", profile_batch=0),
+        keras.callbacks.TensorBoard(log_dir=tensorboard_dir, update_freq="epoch",
+                                    profile_batch=args.profile_steps or 0),
     ]
     log(f"training: {args.epochs} epoch(s) x {steps_per_epoch} steps, global batch {global_batch}, "
-        f"{replicas} replica(s), precision {precision}" + (", resuming from backup" if resumed else ""))
+        f"{replicas} replica(s), precision {precision}" + (", resuming from backup" if resumed else "")
+        + (f", profiling steps {args.profile_steps[0]}-{args.profile_steps[1]}" if window is not None else ""))
     timing.fit_started = time.perf_counter()
     # shuffle=False: the tf.data pipeline shuffles itself (data.make_dataset), and fit()'s
     # default shuffle=True makes Keras 3 warn that it ignores it for a Dataset (tf.keras 2
@@ -79,10 +85,14 @@ def train(tf, keras, args, report: dict, gpus: list) -> dict:
     try:
         model.fit(dataset, epochs=args.epochs, steps_per_epoch=steps_per_epoch, verbose=0, callbacks=callbacks,
                   shuffle=False)
-    finally:
+    except BaseException:
         # Also when fit() raised (Keras then calls no on_train_end): nvidia-smi is stopped,
         # and the epochs measured so far are in the report (an OOM run shows its memory).
+        # No profile analysis here: a signal must end the run at once.
         report["gpu_monitor"] = gpu_monitor_report(monitor)
+        raise
+    report["profile"] = profile_report(window, args.profile_steps, tensorboard_dir)
+    report["gpu_monitor"] = gpu_monitor_report(monitor, (report["profile"] or {}).get("input_wait_fraction"))
     # Over the whole run, the epochs before a resume included (the log keeps them).
     losses = [e["loss"] for e in progress.epochs]
     accuracies = [e["accuracy"] for e in progress.epochs]
@@ -110,16 +120,29 @@ def train(tf, keras, args, report: dict, gpus: list) -> dict:
     }
 
 
-def gpu_monitor_report(monitor) -> dict:
-    """report.json's gpu_monitor: the per-epoch numbers and their verdict, or why none."""
+def gpu_monitor_report(monitor, input_wait_fraction: float | None = None) -> dict:
+    """report.json's gpu_monitor: the per-epoch numbers and their verdict (with the
+    profile's input wait when --profile measured one), or why none."""
     if monitor is None:
         return {"sampled": False, "reason": "training on the CPU: no GPU to sample"}
     monitor.stop()
     result = monitor.report()
     if result["sampled"]:
         result["verdict"] = gpu_verdict.verdict(result["epochs"], memory_total_mib=None,
-                                                interval_ms=result["interval_ms"])
+                                                interval_ms=result["interval_ms"],
+                                                input_wait_fraction=input_wait_fraction)
     return result
+
+
+def profile_report(window, steps, tensorboard_dir: str) -> dict | None:
+    """report.json's profile (--profile): where the profile is, and the input wait it shows."""
+    if window is None:
+        return None
+    found = profiling.input_wait(tensorboard_dir, window)
+    fraction = found["input_wait_fraction"]
+    return {"steps": list(steps), "log_dir": tensorboard_dir, **found,
+            "input_status": gpu_verdict.input_status(fraction) if fraction is not None else "not-measured",
+            "view": "TensorBoard over this run's tensorboard/ folder: Profile tab (trace viewer, input pipeline)"}
 
 
 def backup_callback(keras, backup_dir: str):

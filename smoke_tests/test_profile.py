@@ -1,0 +1,78 @@
+"""The profiler in the image, with no GPU: the smoke's --profile writes a real profile
+that TensorBoard's profile plugin (XProf, locked into every image) lists over its HTTP API
+with its tools; a user's own fit() profiled the README's way tells a slow tf.data map
+from a fast one; a run too short to profile is refused before anything is written.
+
+On a GPU host the same profile also carries kernel stats and the GPU memory profile;
+that part cannot run here (no GPU), and nothing below pretends it did."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .conftest import run_once
+
+FAMILIES = {"cpu", "cuda"}  # ROCm: AMD's image, no plugin of ours
+SCRIPT = Path(__file__).parent / "profile_script"
+
+
+def test_the_tensorboard_command_starts(docker, target):
+    """TensorBoard < 2.21 imports pkg_resources at start-up: the lock keeps setuptools < 82
+    there (tensorflow/tensorboard#7003); without it `tensorboard` died on every image but TF 2.21's."""
+    code, out, err = run_once(docker, target.ref, ["tensorboard", "--version"], network_mode="none")
+    assert code == 0, err[-2000:]
+    assert out.strip().split(".")[0] == "2"
+
+
+def test_the_smoke_profile_is_listed_by_tensorboards_profile_plugin_with_its_tools(docker, target, writable_dir):
+    code, out, err = run_once(
+        docker, target.ref,
+        ["bash", "-c", "python /opt/kerasenv/smoke_train.py --profile --run-id prof && python /script/query_tensorboard.py"],
+        network_mode="none", shm_size="1g",
+        volumes={str(SCRIPT): {"bind": "/script", "mode": "ro"},
+                 str(writable_dir): {"bind": "/workspace/runs", "mode": "rw"}})
+    assert code == 0, (out[-2000:], err[-3000:])
+    report = json.loads((writable_dir / "prof" / "report.json").read_text())
+    profile = report["profile"]
+    assert profile["steps"] == [35, 40] and profile["timed_steps"] == 4 and profile["get_next_calls"] == 6
+    assert profile["xplane"].startswith("/workspace/runs/prof/tensorboard/") and profile["xplane"].endswith(".xplane.pb")
+    host_xplane = writable_dir / Path(profile["xplane"]).relative_to("/workspace/runs")
+    assert host_xplane.stat().st_size > 10_000
+    assert 0 <= profile["input_wait_fraction"] <= 1 and profile["step_ms"] > 0
+    assert profile["input_status"] in ("input-ok", "input-bound")
+    assert f"[smoke]   profile: {profile['line']}" in err
+    assert "Profiler session" not in err  # the profiler's own lines are start-up noise to the terminal
+
+    served = json.loads(out.strip().splitlines()[-1])
+    assert "profile" in served["plugins"]
+    (run,) = [r for r in served["runs"] if r.startswith("prof/tensorboard/")]
+    tools = served["tools"][run]
+    assert "input_pipeline_analyzer" in tools and "overview_page" in tools
+    assert any(t.startswith("trace_viewer") for t in tools)
+
+
+def test_a_slow_tf_data_map_is_input_bound_and_a_fast_one_is_not(docker, target, writable_dir):
+    code, out, err = run_once(
+        docker, target.ref, ["python", "/script/input_pipeline.py"], network_mode="none", shm_size="1g",
+        volumes={str(SCRIPT): {"bind": "/script", "mode": "ro"}, str(writable_dir): {"bind": "/out", "mode": "rw"}})
+    assert code == 0, err[-3000:]
+    results = {r["pipeline"]: r["result"] for r in map(json.loads, out.strip().splitlines()[-2:])}
+    fast, slow = results["fast"], results["slow"]
+    assert slow["input_wait_fraction"] >= 0.30, slow
+    assert slow["wait_ms_per_step"] >= 10  # most of the 20 ms sleep per batch: prefetch(2) cannot hide it
+    assert slow["line"].endswith("the data pipeline is the bottleneck (see Profile → Input pipeline)")
+    assert fast["input_wait_fraction"] < 0.30, fast
+    assert fast["line"].endswith("it keeps up (under 30 %)")
+    assert slow["input_wait_fraction"] > 3 * fast["input_wait_fraction"]
+
+
+def test_a_run_too_short_to_profile_is_refused_before_anything_is_written(docker, target, writable_dir):
+    code, out, err = run_once(
+        docker, target.ref, ["python", "/opt/kerasenv/smoke_train.py", "--profile", "--epochs", "1",
+                             "--steps-per-epoch", "4", "--run-id", "short"],
+        network_mode="none", volumes={str(writable_dir): {"bind": "/workspace/runs", "mode": "rw"}})
+    assert code == 2
+    assert err.strip().splitlines()[-1].startswith(
+        "smoke_train.py: error: --profile: a profile needs 6 steady steps: train at least 2 epochs of 6 steps")
+    assert list(writable_dir.iterdir()) == []
