@@ -341,7 +341,7 @@ def _on_signal(signum, frame):
 
 # Blackwell (compute capability 10.x-12.x): XLA aborts the whole process there ("LLVM ERROR:
 # PTX version 8.5 does not support target 'sm_120'", tensorflow/tensorflow#111958), which
-# would lose every row measured so far; src/kerasenv/blackwell.py has the facts.
+# would lose every row measured so far; src/kerasenv/host/blackwell.py has the facts.
 BLACKWELL_MAJORS = (10, 11, 12)
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv import docker_client
-from kerasenv import matrix as matrix_mod
+from kerasenv.engine import docker_client
+from kerasenv.matrix import schema as matrix_mod
 
 TEST_LABEL = "io.kerasenv.acceptance"
 ALL_FAMILIES = frozenset({"cpu", "cuda", "rocm"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kerasenv import gpu_request
+from kerasenv.engine import gpu_request
 
 from .conftest import run_once
 

@@ -39,7 +39,7 @@ print(json.dumps({"private": len(private), "found": sorted(set(found))}))
 
 
 def test_no_build_ca_in_the_image(docker, target):
-    from kerasenv import build
+    from kerasenv.build import images as build
 
     from .conftest import run_once
 

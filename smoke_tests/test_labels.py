@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from kerasenv import labels as labels_mod
+from kerasenv.matrix import labels as labels_mod
 
 OCI = labels_mod.OCI
 REQUIRED_OCI = ("title", "description", "version", "source", "url", "documentation", "licenses",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kerasenv import locks
-from kerasenv.matrix import REPO_ROOT
+from kerasenv.build import locks
+from kerasenv.matrix.schema import REPO_ROOT
 
 FAMILIES = {"cpu", "cuda"}  # ROCm: AMD's image brings TensorFlow, nothing of ours is locked
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv import locks
-from kerasenv.matrix import REPO_ROOT
+from kerasenv.build import locks
+from kerasenv.matrix.schema import REPO_ROOT
 
 from . import local_wheels
 from .conftest import run_once

@@ -2,7 +2,7 @@
 
 TensorFlow registers a GPU only if `TryDlopenCUDALibraries()` can dlopen cudart, cuBLAS,
 cuBLASLt, cuFFT, cuSOLVER, cuSPARSE and cuDNN. No GPU is needed to call it, so these
-tests call that very function (src/kerasenv/gpu_libraries_probe.py) and then load what TF
+tests call that very function (src/kerasenv/host/gpu_libraries_probe.py) and then load what TF
 and cuDNN open later: cuDNN's sub-libraries, NVRTC, NCCL, CUPTI, nvJitLink.
 """
 
@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from kerasenv import gpu_libraries_probe
+from kerasenv.host import gpu_libraries_probe
 
 from .conftest import run_once
 

@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .errors import (EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_OOM, EXIT_TERMINATED, KerasenvError,
-                     Terminated, UsageError)
-from .matrix import DEFAULT_MATRIX, Matrix, load
+from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_OOM, EXIT_TERMINATED, KerasenvError, Terminated, UsageError
+from .matrix.schema import DEFAULT_MATRIX, Matrix, load
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -235,7 +234,7 @@ def _raise_terminated(signum, frame):
 
 
 def _cmd_list(args, matrix: Matrix) -> int:
-    from . import table
+    from .matrix import table
 
     if args.markdown:
         sys.stdout.write(table.markdown(matrix))
@@ -261,7 +260,7 @@ def _cmd_list(args, matrix: Matrix) -> int:
 
 
 def _cmd_generate(args, matrix: Matrix) -> int:
-    from . import generate
+    from .build import generate
 
     root = matrix.path.parent.parent
     if args.check:
@@ -279,7 +278,7 @@ def _cmd_generate(args, matrix: Matrix) -> int:
 
 
 def _cmd_lock(args, matrix: Matrix) -> int:
-    from . import locks
+    from .build import locks
 
     ids = args.ids or [v.id for v in matrix.variants if v.family != "rocm"]
     for v in matrix.select(ids):
@@ -298,7 +297,8 @@ def _cmd_lock(args, matrix: Matrix) -> int:
 
 
 def _cmd_build(args, matrix: Matrix) -> int:
-    from . import build, docker_client
+    from .build import images as build
+    from .engine import docker_client
 
     if args.all:
         variants = matrix.debian_based
@@ -326,7 +326,8 @@ def _cmd_build(args, matrix: Matrix) -> int:
 
 
 def _cmd_base_offline(args, matrix: Matrix) -> int:
-    from . import base_offline, docker_client
+    from .build import base_offline
+    from .engine import docker_client
 
     base_offline.make(docker_client.client(), suite=args.suite, tag=args.tag, mirror=args.mirror,
                       force=args.force, say=lambda m: print(m, file=sys.stderr))
@@ -334,7 +335,8 @@ def _cmd_base_offline(args, matrix: Matrix) -> int:
 
 
 def _cmd_clean(args, matrix: Matrix) -> int:
-    from . import clean, docker_client
+    from .build import clean
+    from .engine import docker_client
 
     done = clean.clean(docker_client.client(), matrix, images=args.images, say=print)
     print(f"clean: {done.containers} container(s), {done.reclaimed_bytes / 1e6:.0f} MB reclaimed")
@@ -342,7 +344,8 @@ def _cmd_clean(args, matrix: Matrix) -> int:
 
 
 def _cmd_size(args, matrix: Matrix) -> int:
-    from . import docker_client, sizes
+    from .engine import docker_client
+    from .build import sizes
 
     client = docker_client.client()
     variants = sizes.built_variants(client, matrix, args.ids)
@@ -368,7 +371,8 @@ def _cmd_size(args, matrix: Matrix) -> int:
 
 
 def _write_sizes_json(path: Path, variants, measured, shared) -> None:
-    from . import bench, bench_report
+    from .bench import throughput as bench
+    from .bench import report as bench_report
 
     doc = bench_report.sizes_document(variants, measured, shared)
     if str(path) == "-":
@@ -381,7 +385,12 @@ def _write_sizes_json(path: Path, variants, measured, shared) -> None:
 def _cmd_bench(args, matrix: Matrix) -> int:
     import time
 
-    from . import bench, bench_report, docker_client, docker_gpus, doctor, variants
+    from .bench import throughput as bench
+    from .bench import report as bench_report
+    from .engine import docker_client
+    from .engine import docker_gpus
+    from .host import doctor
+    from .host import variant_choice as variants
 
     if args.report_only:
         return _cmd_bench_report(args, matrix)
@@ -414,7 +423,8 @@ def _cmd_bench(args, matrix: Matrix) -> int:
 
 
 def _cmd_bench_report(args, matrix: Matrix) -> int:
-    from . import bench, bench_report
+    from .bench import throughput as bench
+    from .bench import report as bench_report
 
     root = args.output_dir or bench.BENCH_ROOT
     if not (root / "results").is_dir():
@@ -428,7 +438,9 @@ def _cmd_bench_report(args, matrix: Matrix) -> int:
 
 
 def _cmd_doctor(args, matrix: Matrix) -> int:
-    from . import container_probe, docker_client, doctor
+    from .host import container_probe
+    from .engine import docker_client
+    from .host import doctor
 
     facts = doctor.gather(docker_client.client)
     report = doctor.judge(facts, matrix)
@@ -471,7 +483,12 @@ def _cmd_shell(args, matrix: Matrix) -> int:
 
 
 def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
-    from . import build, docker_client, docker_gpus, mounts, runner, variants
+    from .build import images as build
+    from .engine import docker_client
+    from .engine import docker_gpus
+    from .run import mounts
+    from .run import runner
+    from .host import variant_choice as variants
 
     # Everything that can be checked is, before Docker is asked anything.
     v = variants.named(matrix, None if args.id == variants.AUTO else args.id)
@@ -517,7 +534,13 @@ def _run_container(args, matrix: Matrix, *, smoke: bool) -> int:
 
 
 def _cmd_lab(args, matrix: Matrix) -> int:
-    from . import build, docker_client, docker_gpus, lab, mounts, runner, variants
+    from .build import images as build
+    from .engine import docker_client
+    from .engine import docker_gpus
+    from .run import lab
+    from .run import mounts
+    from .run import runner
+    from .host import variant_choice as variants
 
     v = variants.named(matrix, None if args.id == variants.AUTO else args.id)
     if v is not None and v not in matrix.with_jupyter():
@@ -552,7 +575,10 @@ def _cmd_lab(args, matrix: Matrix) -> int:
 
 
 def _cmd_multiworker(args, matrix: Matrix) -> int:
-    from . import docker_client, multiworker, runner, variants
+    from .engine import docker_client
+    from .run import multiworker
+    from .run import runner
+    from .host import variant_choice as variants
 
     v = variants.named(matrix, args.id)
     run_id = args.run_id or runner.new_run_id("mw-")
@@ -566,7 +592,8 @@ def _cmd_multiworker(args, matrix: Matrix) -> int:
 
 
 def _cmd_transfer(args, matrix: Matrix) -> int:
-    from . import docker_client, registry
+    from .engine import docker_client
+    from .publish import registry
 
     client = docker_client.client()
     action = registry.push if args.command == "push" else registry.pull
@@ -583,7 +610,7 @@ def _cmd_transfer(args, matrix: Matrix) -> int:
 
 
 def _cmd_matrix(args, matrix: Matrix) -> int:
-    from . import tags
+    from .publish import tags
 
     rows = []
     for v in matrix.variants:
@@ -597,7 +624,8 @@ def _cmd_matrix(args, matrix: Matrix) -> int:
 
 
 def _cmd_sbom(args, matrix: Matrix) -> int:
-    from . import docker_client, sbom
+    from .engine import docker_client
+    from .build import sbom
 
     v = matrix.get(args.id)
     bom = sbom.generate(docker_client.client(), v)
@@ -611,7 +639,7 @@ def _cmd_sbom(args, matrix: Matrix) -> int:
 
 
 def _cmd_tags(args, matrix: Matrix) -> int:
-    from . import tags
+    from .publish import tags
 
     for v in (matrix.select(args.ids) if args.ids else matrix.variants):
         repo = tags.repository(args.registry)

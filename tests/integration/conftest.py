@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv import docker_client, matrix as matrix_mod
+from kerasenv.engine import docker_client
+from kerasenv.matrix import schema as matrix_mod
 
 REPO = Path(__file__).resolve().parents[2]
 # The variants `make test` builds for real (issue #2): the CPU image and the default GPU image.

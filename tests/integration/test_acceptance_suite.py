@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kerasenv import docker_client
+from kerasenv.engine import docker_client
 
 from .conftest import REPO
 

@@ -20,7 +20,8 @@ def test_doctor_on_this_host_passes_docker_and_recommends_the_cpu_image(docker, 
 
 def test_doctor_asks_docker_itself_and_reports_its_real_refusal_here(docker):
     """No NVIDIA Container Toolkit here: Docker's own answer to --gpus all is the "no"."""
-    from kerasenv import docker_client, docker_gpus
+    from kerasenv.engine import docker_client
+    from kerasenv.engine import docker_gpus
 
     docker_gpus.forget()
     answer = docker_gpus.ask(docker_client.client())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv import tags
+from kerasenv.publish import tags
 
 from .conftest import default_signal_dispositions, free_port, kerasenv
 
@@ -55,7 +55,7 @@ def registry(tmp_path_factory):
 
 def _untag_registry_refs(prefix: str) -> None:
     """Pulls leave `<registry>/kerasenv:<id>` tags behind: remove them (not the images)."""
-    from kerasenv import docker_client
+    from kerasenv.engine import docker_client
 
     client = docker_client.client()
     for image in client.images.list():

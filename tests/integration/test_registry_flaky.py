@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kerasenv import registry as registry_mod
+from kerasenv.publish import registry as registry_mod
 
 from .conftest import REPO, default_signal_dispositions, free_port, kerasenv
 from .fault_proxy import FaultProxy, Rule

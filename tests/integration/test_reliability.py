@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from kerasenv import docker_client
+from kerasenv.engine import docker_client
 
 from .conftest import REPO, TEST_LABEL, kerasenv, start_cli
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv import docker_client
+from kerasenv.engine import docker_client
 
 from .conftest import TrackedContainer, local_wheels
 

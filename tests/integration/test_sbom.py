@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kerasenv import locks
+from kerasenv.build import locks
 
 from .conftest import kerasenv
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv import docker_client
+from kerasenv.engine import docker_client
 
 
 VARIANT = "tf2.21-cpu"

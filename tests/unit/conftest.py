@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv import matrix as matrix_mod
+from kerasenv.matrix import schema as matrix_mod
 
 REPO = Path(__file__).resolve().parents[2]
 # The in-image package (kerasenv_image), importable here as in the images' /opt/kerasenv.

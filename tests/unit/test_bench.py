@@ -10,7 +10,10 @@ from datetime import datetime
 
 import pytest
 
-from kerasenv import bench, cli, doctor, gpu_sampler
+from kerasenv.bench import throughput as bench
+from kerasenv import cli
+from kerasenv.host import doctor
+from kerasenv.bench import gpu_sampler
 from kerasenv.errors import KerasenvError, UsageError
 
 from .conftest import REPO

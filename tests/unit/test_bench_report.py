@@ -13,7 +13,8 @@ from datetime import datetime
 
 import pytest
 
-from kerasenv import bench_report, gpu_sampler
+from kerasenv.bench import report as bench_report
+from kerasenv.bench import gpu_sampler
 
 from .conftest import REPO
 

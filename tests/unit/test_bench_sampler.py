@@ -10,7 +10,7 @@ from datetime import datetime
 
 import pytest
 
-from kerasenv import gpu_sampler
+from kerasenv.bench import gpu_sampler
 
 from .conftest import REPO
 

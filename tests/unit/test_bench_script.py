@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from kerasenv import nvidia_smi
+from kerasenv.host import nvidia_smi
 
 from .conftest import REPO
 

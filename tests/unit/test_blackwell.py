@@ -7,9 +7,10 @@ import importlib.util
 
 import pytest
 
-from kerasenv import blackwell, doctor
-from kerasenv.doctor import FAIL, PASS, WARN
-from kerasenv.nvidia_smi import Gpu, HostGpus
+from kerasenv.host import blackwell
+from kerasenv.host import doctor
+from kerasenv.host.doctor import FAIL, PASS, WARN
+from kerasenv.host.nvidia_smi import Gpu, HostGpus
 
 from .conftest import REPO
 

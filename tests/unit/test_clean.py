@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kerasenv import clean
-from kerasenv.docker_client import PROJECT_LABEL
+from kerasenv.build import clean
+from kerasenv.engine.docker_client import PROJECT_LABEL
 
 
 class Removable(SimpleNamespace):

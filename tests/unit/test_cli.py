@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv.build import CA_ENV_VARS
+from kerasenv.build.images import CA_ENV_VARS
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"

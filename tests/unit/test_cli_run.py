@@ -7,7 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from kerasenv import cli, docker_client, runner
+from kerasenv import cli
+from kerasenv.engine import docker_client
+from kerasenv.run import runner
 from kerasenv.errors import EXIT_OOM
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from kerasenv import container_probe, docker_client
+from kerasenv.host import container_probe
+from kerasenv.engine import docker_client
 from kerasenv.errors import KerasenvError
 
 OK = {"nvidia_smi_l": "GPU 0: NVIDIA A100", "tf_gpus": ["/physical_device:GPU:0"], "failed": [], "later": {}}

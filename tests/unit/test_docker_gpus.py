@@ -16,7 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import docker
 import pytest
 
-from kerasenv import docker_gpus, doctor, nvidia_smi
+from kerasenv.engine import docker_gpus
+from kerasenv.host import doctor
+from kerasenv.host import nvidia_smi
 
 REFUSAL = 'could not select device driver "" with capabilities: [[gpu]]'
 

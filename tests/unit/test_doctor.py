@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from kerasenv import doctor
-from kerasenv.doctor import FAIL, INFO, PASS, WARN
+from kerasenv.host import doctor
+from kerasenv.host.doctor import FAIL, INFO, PASS, WARN
 
 from .conftest import REPO
 

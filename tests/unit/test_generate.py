@@ -7,7 +7,11 @@ import shutil
 
 import pytest
 
-from kerasenv import generate, labels, locks, matrix, table
+from kerasenv.build import generate
+from kerasenv.matrix import labels
+from kerasenv.build import locks
+from kerasenv.matrix import schema as matrix
+from kerasenv.matrix import table
 
 SHARED_CUDA = ("tf2.21-cuda12.9", "tf2.20-cuda12.5")
 # tf2.20 moved onto tf2.21's GPU-verified stack (valid: 2.20's `and-cuda` is a range), so the

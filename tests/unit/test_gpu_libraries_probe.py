@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ast
 
-from kerasenv import gpu_libraries_probe as probe
-from kerasenv.container_probe import gpu_library_verdict
+from kerasenv.host import gpu_libraries_probe as probe
+from kerasenv.host.container_probe import gpu_library_verdict
 
 
 def test_ok_status_is_the_inlined_rep_of_either_abseil_generation():

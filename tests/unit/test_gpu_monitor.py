@@ -256,7 +256,7 @@ def test_importing_the_package_and_the_smoke_is_cheap_and_host_free():
 
 
 def test_the_host_sampler_is_the_in_image_file():
-    from kerasenv import gpu_sampler as host
+    from kerasenv.bench import gpu_sampler as host
 
     assert Path(host.__file__) == IN_IMAGE / "gpu_sampler.py"
     assert host.steady_state.__code__.co_filename == str(IN_IMAGE / "gpu_sampler.py")

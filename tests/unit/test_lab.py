@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from kerasenv import lab
+from kerasenv.run import lab
 from kerasenv.errors import EXIT_USAGE, KerasenvError, UsageError
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv import locks
+from kerasenv.build import locks
 from kerasenv.errors import KerasenvError
-from kerasenv.locks import Pin
-from kerasenv.matrix import load
+from kerasenv.build.locks import Pin
+from kerasenv.matrix.schema import load
 
 VARIANTS = [v for v in load().variants if v.family != "rocm"]
 CUDA_VARIANTS = [v for v in VARIANTS if v.family == "cuda"]

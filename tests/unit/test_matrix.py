@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kerasenv import matrix
+from kerasenv.matrix import schema as matrix
 from kerasenv.errors import EXIT_USAGE, MatrixError, UsageError
 
 CPU = "variant 'tf2.21-cpu'"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv import mounts
+from kerasenv.run import mounts
 from kerasenv.errors import EXIT_USAGE, UsageError
-from kerasenv.mounts import Mount
+from kerasenv.run.mounts import Mount
 
 
 def refusal(call, *args, **kwargs) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kerasenv import multiworker
+from kerasenv.run import multiworker
 
 
 class FakeContainer:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kerasenv import nvidia_drivers, tested_builds
-from kerasenv.nvidia_drivers import driver_tuple
+from kerasenv.matrix import nvidia_drivers
+from kerasenv.matrix import tested_builds
+from kerasenv.matrix.nvidia_drivers import driver_tuple
 
 
 @pytest.mark.parametrize("cuda, floor", [

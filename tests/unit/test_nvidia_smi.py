@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kerasenv import nvidia_smi
+from kerasenv.host import nvidia_smi
 
 from .conftest import REPO
 

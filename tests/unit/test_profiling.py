@@ -177,7 +177,8 @@ def test_smoke_train_refuses_a_run_too_short_to_profile(capsys):
 def test_kerasenv_smoke_passes_profile_on_and_make_takes_profile_1():
     import subprocess
 
-    from kerasenv import cli, runner
+    from kerasenv import cli
+    from kerasenv.run import runner
 
     assert runner.smoke_flags(profile=True) == ["--profile"]
     assert cli._parser().parse_args(["smoke", "tf2.21-cpu", "--profile"]).profile is True

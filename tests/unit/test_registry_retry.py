@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from docker.errors import APIError
 
-from kerasenv import labels as labels_mod
-from kerasenv import registry
+from kerasenv.matrix import labels as labels_mod
+from kerasenv.publish import registry
 from kerasenv.errors import EXIT_FAILURE, EXIT_USAGE, KerasenvError, UsageError
 
 REG = "127.0.0.1:5000"

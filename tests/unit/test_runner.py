@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv import runner
+from kerasenv.run import runner
 from kerasenv.errors import UsageError
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")

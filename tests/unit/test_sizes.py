@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kerasenv import sizes
+from kerasenv.build import sizes
 from kerasenv.errors import UsageError
 
 

@@ -164,7 +164,8 @@ def test_smoke_train_takes_verbose_as_a_flag_or_from_the_environment(monkeypatch
 
 
 def test_kerasenv_smoke_passes_verbose_on_and_run_does_not_take_it():
-    from kerasenv import cli, runner
+    from kerasenv import cli
+    from kerasenv.run import runner
 
     assert runner.smoke_flags() == [] and runner.smoke_flags(verbose=True) == ["--verbose"]
     assert cli._parser().parse_args(["smoke", "tf2.21-cpu", "--verbose"]).verbose is True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kerasenv import table
+from kerasenv.matrix import table
 
 INTRO = "# kerasenv\n\nIntro text.\n\n"
 OUTRO = "\n\n## Usage\n\nkeep | this | table-like | line\n"

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from kerasenv import docker_gpus, doctor, nvidia_smi, variants
+from kerasenv.engine import docker_gpus
+from kerasenv.host import doctor
+from kerasenv.host import nvidia_smi
+from kerasenv.host import variant_choice as variants
 from kerasenv.errors import UsageError
 
 from .conftest import REPO

@@ -22,7 +22,7 @@ def choose_precision(args, gpus: list[dict]) -> str:
 # was built with (8.5 for TF 2.21), LLVM needs 8.6 for sm_100 and 8.7 for sm_120, and aborts
 # the whole process ("LLVM ERROR: PTX version 8.5 does not support target 'sm_120'",
 # tensorflow/tensorflow#111958). So "auto" means XLA off there; `kerasenv doctor` says the
-# same (src/kerasenv/blackwell.py, BLACKWELL_MAJORS; a unit test keeps the two equal).
+# same (src/kerasenv/host/blackwell.py, BLACKWELL_MAJORS; a unit test keeps the two equal).
 BLACKWELL_MAJORS = (10, 11, 12)
 
 

@@ -15,8 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import KerasenvError, UsageError
-from .matrix import Variant
+from ..errors import KerasenvError, UsageError
+from ..matrix.schema import Variant
 
 MAIN_LOCK = "requirements.lock"
 CUDA_LOCK = "requirements-cuda.lock"

@@ -12,10 +12,11 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 
-from . import blackwell, nvidia_smi
-from .docker_gpus import CDI_SPEC_DIRS  # noqa: F401  (re-exported: one list, also the probe's hints)
-from .matrix import Matrix, Variant
-from .nvidia_drivers import driver_tuple
+from . import blackwell
+from . import nvidia_smi
+from ..engine.docker_gpus import CDI_SPEC_DIRS
+from ..matrix.schema import Matrix, Variant
+from ..matrix.nvidia_drivers import driver_tuple
 
 PASS, WARN, FAIL, INFO = "PASS", "WARN", "FAIL", "INFO"
 TOOLKIT_FIX = ("install the NVIDIA Container Toolkit, then `sudo nvidia-ctk runtime configure "
@@ -101,7 +102,7 @@ def gather(client_factory, nvidia_exe: str | None = None) -> HostFacts:
         client = client_factory()
         info = client.info()
         facts.docker_runtimes = sorted((info.get("Runtimes") or {}).keys())
-        from . import docker_gpus
+        from ..engine import docker_gpus
 
         facts.docker_gpus = docker_gpus.ask(client)
         facts.cuda_cache_volumes = sorted(v.name for v in client.volumes.list(

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import nvidia_drivers, tested_builds
-from .errors import MatrixError, UsageError
+from . import nvidia_drivers
+from . import tested_builds
+from ..errors import MatrixError, UsageError
 from .tested_builds import version_tuple
 
 if sys.version_info >= (3, 11):
@@ -23,7 +24,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 FAMILIES = ("cpu", "cuda", "rocm")
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_MATRIX = REPO_ROOT / "images" / "matrix.toml"
 # images/<IN_IMAGE_DIR>/: the in-image code (kerasenv_image), one copy for every image;
 # images/ is the build context of each (`docker build -f images/<id>/Dockerfile images`).

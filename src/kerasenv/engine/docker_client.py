@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import DockerUnavailable
+from ..errors import DockerUnavailable
 
 if TYPE_CHECKING:
     import docker

@@ -10,14 +10,15 @@ from __future__ import annotations
 import io
 import json
 
-from .errors import KerasenvError
-from .matrix import Variant
+from ..errors import KerasenvError
+from ..matrix.schema import Variant
 
 
 def probe(v: Variant, gpus: str) -> dict:
     """The probe's findings (nvidia_smi_l, tf_gpus, for CUDA tf_gpu_libraries) and a
     PASS/FAIL `status` for each of them."""
-    from . import docker_client, gpu_libraries_probe
+    from ..engine import docker_client
+    from . import gpu_libraries_probe
 
     client = docker_client.client()
     source = [v.interpreter, "-c", gpu_libraries_probe.source()]
@@ -43,7 +44,7 @@ def probe(v: Variant, gpus: str) -> dict:
 
 def probe_json(client, v: Variant, command: list[str], gpus: str) -> dict:
     """Run a probe that prints one JSON line; its dict, or a failure entry when it printed none."""
-    from . import runner
+    from ..run import runner
 
     stdout, stderr = io.StringIO(), io.StringIO()
     result = runner.run(client, v, command, gpus=gpus, runs_dir=None, user=None,

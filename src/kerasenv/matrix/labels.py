@@ -5,7 +5,7 @@ Tests compare these with what the running image reports, so a tag cannot lie.
 
 from __future__ import annotations
 
-from .matrix import Matrix, Variant
+from .schema import Matrix, Variant
 
 NS = "io.kerasenv"
 OCI = "org.opencontainers.image"

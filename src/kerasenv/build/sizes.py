@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import UsageError
-from .matrix import Matrix, Variant
+from ..errors import UsageError
+from ..matrix.schema import Matrix, Variant
 
 PARTS = ("base", "python", "cuda", "tensorflow", "kerasenv")
 SHARED_MIN_BYTES = 100e6  # pairs of images sharing less are not worth a line

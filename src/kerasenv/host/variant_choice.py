@@ -8,7 +8,7 @@ before Docker is asked anything. Without a name the host decides, after Docker w
 
 from __future__ import annotations
 
-from .matrix import Matrix, Variant
+from ..matrix.schema import Matrix, Variant
 
 AUTO = "auto"  # `kerasenv run/smoke auto`: doctor's recommendation
 

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import gpu_request, mounts as mounts_mod
-from .docker_client import PROJECT_LABEL
-from .errors import KerasenvError, UsageError
-from .matrix import Variant
+from ..engine import gpu_request
+from . import mounts as mounts_mod
+from ..engine.docker_client import PROJECT_LABEL
+from ..errors import KerasenvError, UsageError
+from ..matrix.schema import Variant
 
 DEFAULT_SHM = "2g"
 RUNS_IN_CONTAINER = "/workspace/runs"

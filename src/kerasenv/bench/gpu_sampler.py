@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-from .matrix import IN_IMAGE_DIR, REPO_ROOT
+from ..matrix.schema import IN_IMAGE_DIR, REPO_ROOT
 
 IN_IMAGE_PATH = REPO_ROOT / "images" / IN_IMAGE_DIR / "kerasenv_image" / "gpu_sampler.py"
 

@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 
-from .errors import KerasenvError, UsageError
+from ..errors import KerasenvError, UsageError
 
 PORT_IN_CONTAINER = 8888
 DEFAULT_PORT = 8888

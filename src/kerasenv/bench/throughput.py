@@ -25,9 +25,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import __version__, gpu_sampler
-from .errors import KerasenvError, UsageError
-from .matrix import REPO_ROOT, Variant
+from .. import __version__
+from . import gpu_sampler
+from ..errors import KerasenvError, UsageError
+from ..matrix.schema import REPO_ROOT, Variant
 
 BENCH_ROOT = REPO_ROOT / "benchmarks"
 SCRIPT = REPO_ROOT / "scripts" / "bench_train.py"
@@ -246,7 +247,7 @@ def run_container(client, v: Variant, command: list[str], *, gpus_request: str, 
     live; return (exit code, stdout, stderr)."""
     import io
 
-    from . import runner
+    from ..run import runner
 
     stdout, stderr = io.StringIO(), _ProgressRelay(stream)
     try:

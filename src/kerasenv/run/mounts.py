@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UsageError
+from ..errors import UsageError
 
 WORKSPACE = "/workspace"
 RUNS = "/workspace/runs"

@@ -15,9 +15,9 @@ import sys
 import uuid
 from pathlib import Path
 
-from .docker_client import PROJECT_LABEL
-from .errors import KerasenvError, UsageError
-from .matrix import REPO_ROOT, Variant
+from ..engine.docker_client import PROJECT_LABEL
+from ..errors import KerasenvError, UsageError
+from ..matrix.schema import REPO_ROOT, Variant
 
 TOOL = "cyclonedx-bom==7.5.0"
 TOOL_DIR = REPO_ROOT / ".sbom-tool"

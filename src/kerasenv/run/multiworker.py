@@ -16,9 +16,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .docker_client import PROJECT_LABEL
-from .errors import KerasenvError, UsageError
-from .matrix import Variant
+from ..engine.docker_client import PROJECT_LABEL
+from ..errors import KerasenvError, UsageError
+from ..matrix.schema import Variant
 from .runner import DEFAULT_SHM, RUNS_IN_CONTAINER, default_user, prepare_runs_dir, smoke_command
 
 PORT = 12345

@@ -13,8 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .docker_client import PROJECT_LABEL
-from .errors import KerasenvError, UsageError
+from ..engine.docker_client import PROJECT_LABEL
+from ..errors import KerasenvError, UsageError
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # What the official -slim images leave out (docs, man pages, locales): keeps later

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from . import labels as labels_mod
-from . import locks, table
-from .matrix import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, Matrix, Variant
+from ..matrix import labels as labels_mod
+from . import locks
+from ..matrix import table
+from ..matrix.schema import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, Matrix, Variant
 
 # What variant folders held before images/ became one build context: a leftover is drift.
 _LEFTOVERS = (".dockerignore", "smoke_train.py")

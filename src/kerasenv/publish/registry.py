@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
-from . import labels as labels_mod
+from ..matrix import labels as labels_mod
 from . import tags as tags_mod
-from .errors import KerasenvError, UsageError
-from .matrix import Matrix, Variant
+from ..errors import KerasenvError, UsageError
+from ..matrix.schema import Matrix, Variant
 
 ATTEMPTS_ENV = "KERASENV_REGISTRY_ATTEMPTS"
 BACKOFF_ENV = "KERASENV_REGISTRY_BACKOFF_S"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import UsageError
+from ..errors import UsageError
 
 _DEVICE_RE = re.compile(r"^device=((?:[0-9]+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-fA-F-]+)(?:,(?:[0-9]+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-fA-F-]+))*)$")
 HELP = "use all, a count like 2, device=0,1 or device=GPU-<uuid>, or none"

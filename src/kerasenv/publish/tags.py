@@ -9,7 +9,7 @@ Pull by digest (`<registry>/kerasenv@sha256:...`, printed by `kerasenv push`) to
 
 from __future__ import annotations
 
-from .matrix import Matrix, Variant
+from ..matrix.schema import Matrix, Variant
 
 REPOSITORY = "kerasenv"
 _FLOATING = {"default_gpu": "latest-gpu", "default_cpu": "latest-cpu", "default_rocm": "latest-rocm"}

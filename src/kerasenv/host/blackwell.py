@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .matrix import Variant
-from .tested_builds import version_tuple
+from ..matrix.schema import Variant
+from ..matrix.tested_builds import version_tuple
 
 BLACKWELL_MAJORS = (10, 11, 12)  # sm_100/sm_101/sm_103, sm_110, sm_120/sm_121
 CUDNN_FIRST_BLACKWELL = "9.7"

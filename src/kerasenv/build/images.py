@@ -15,9 +15,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from .docker_client import PROJECT_LABEL
-from .errors import BuildFailed, UsageError
-from .matrix import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, REPO_ROOT, Matrix, Variant
+from ..engine.docker_client import PROJECT_LABEL
+from ..errors import BuildFailed, UsageError
+from ..matrix.schema import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, REPO_ROOT, Matrix, Variant
 
 CA_ENV_VARS = ("KERASENV_CA_CERT", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 _STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)")

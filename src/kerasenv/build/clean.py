@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .docker_client import PROJECT_LABEL
-from .matrix import Matrix
+from ..engine.docker_client import PROJECT_LABEL
+from ..matrix.schema import Matrix
 
 VARIANT_LABEL = "io.kerasenv.variant"
 CUDA_CACHE_FILTER = "io.kerasenv.kind=cuda-cache"

@@ -1,0 +1,1 @@
+"""Benchmarks: training throughput per device, GPU sampling, the report and its charts."""

@@ -1,0 +1,1 @@
+"""Publishing: image tags, push and pull through a registry."""

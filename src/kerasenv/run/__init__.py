@@ -1,0 +1,1 @@
+"""Running containers: one run (runner), its mounts, JupyterLab, multi-worker training."""
