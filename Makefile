@@ -164,13 +164,13 @@ test: test-prereqs ## everything: prerequisites, drift check, lint, build every 
 	$(MAKE) --no-print-directory lint
 	$(KERASENV) build --all --jupyter $(build_flags)
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
-	$(VENV)/bin/pytest smoke_tests --all-variants $(PYTEST_ARGS)
+	$(VENV)/bin/pytest acceptance --all-variants $(PYTEST_ARGS)
 
 test-image: venv ## acceptance suite against kerasenv:VARIANT, or IMAGE=<any ref> (GPU=1 adds the GPU tests)
-	$(VENV)/bin/pytest smoke_tests $(if $(IMAGE),--image $(IMAGE),--variant $(VARIANT)) $(if $(GPU),--gpu) $(PYTEST_ARGS)
+	$(VENV)/bin/pytest acceptance $(if $(IMAGE),--image $(IMAGE),--variant $(VARIANT)) $(if $(GPU),--gpu) $(PYTEST_ARGS)
 
 test-images: venv ## acceptance suite against every variant built locally
-	$(VENV)/bin/pytest smoke_tests $$(for id in $$($(KERASENV) list --ids); do \
+	$(VENV)/bin/pytest acceptance $$(for id in $$($(KERASENV) list --ids); do \
 	  docker image inspect kerasenv:$$id >/dev/null 2>&1 && echo --variant $$id; done) $(if $(GPU),--gpu) $(PYTEST_ARGS)
 
 clean: venv ## remove the project's containers, networks and superseded images by label (keeps the build cache)

@@ -1,4 +1,4 @@
-"""The real builds of `make test` (their content is checked by the acceptance suite, smoke_tests/)."""
+"""The real builds of `make test` (their content is checked by the acceptance suite, acceptance/)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,259 @@
+"""Acceptance suite for built kerasenv images: pytest + pytest-testinfra + docker SDK.
+
+    pytest acceptance --variant tf2.21-cpu          # kerasenv:<id> built here
+    pytest acceptance --image REGISTRY/kerasenv:TAG # any image; its io.kerasenv.variant
+                                                     # label names the matrix entry
+    pytest acceptance --variant ID --gpu            # GPU tests too; a missing GPU FAILS
+    pytest acceptance --all-variants                # every Debian-based variant of the matrix
+                                                     # (what `make test` and CI run); an image
+                                                     # that is not built is an error
+
+Each test module declares the image families it applies to (FAMILIES); test ids carry
+the variant id. One tracked container per test module and image, always removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kerasenv.engine import docker_client
+from kerasenv.matrix import schema as matrix_mod
+
+TEST_LABEL = "io.kerasenv.acceptance"
+ALL_FAMILIES = frozenset({"cpu", "cuda", "rocm"})
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("kerasenv acceptance")
+    group.addoption("--variant", action="append", default=[], metavar="ID",
+                    help="test kerasenv:<ID> (repeatable)")
+    group.addoption("--image", action="append", default=[], metavar="REF",
+                    help="test any image reference (repeatable)")
+    group.addoption("--all-variants", action="store_true",
+                    help="test kerasenv:<id> for every variant `kerasenv build --all` builds (all but ROCm)")
+    group.addoption("--gpu", action="store_true",
+                    default=os.environ.get("KERASENV_REQUIRE_GPU", "") in ("1", "true", "yes"),
+                    help="run the GPU tests (also KERASENV_REQUIRE_GPU=1); a missing GPU is a failure")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a GPU; runs with --gpu, where a missing GPU fails")
+    config._kerasenv_gpu = {"deselected": 0, "ran": 0, "passed": 0}
+    config._kerasenv_timing = {}  # target id -> [seconds, tests, failed]
+
+
+@dataclass(frozen=True)
+class Target:
+    """An image under test and the matrix entry it claims to be."""
+
+    ref: str
+    variant: matrix_mod.Variant
+
+    @property
+    def id(self) -> str:
+        return self.variant.id if self.ref == self.variant.image_ref else f"{self.variant.id}@{self.ref}"
+
+
+def _targets(config) -> list[Target]:
+    cached = getattr(config, "_kerasenv_targets", None)
+    if cached is not None:
+        return cached
+    matrix = matrix_mod.load()
+    ids = list(config.getoption("variant"))
+    if config.getoption("all_variants"):
+        ids += [v.id for v in matrix.debian_based if v.id not in ids]
+    refs = [matrix.get(i).image_ref for i in ids] + config.getoption("image")
+    if not refs:
+        raise pytest.UsageError("name the image(s) to test: --variant ID, --image REF or --all-variants")
+    client = docker_client.client()
+    targets = []
+    for ref in refs:
+        from docker.errors import ImageNotFound
+
+        try:
+            labels = client.images.get(ref).labels or {}
+        except ImageNotFound:
+            raise pytest.UsageError(f"image {ref} is not here: build it (`make build VARIANT=...`) or pull it")
+        variant_id = labels.get("io.kerasenv.variant")
+        if not variant_id:
+            raise pytest.UsageError(f"image {ref} has no io.kerasenv.variant label: not a kerasenv image")
+        targets.append(Target(ref, matrix.get(variant_id)))
+    config._kerasenv_targets = targets
+    return targets
+
+
+def pytest_generate_tests(metafunc):
+    if "target" not in metafunc.fixturenames:
+        return
+    families = getattr(metafunc.module, "FAMILIES", ALL_FAMILIES)
+    targets = [t for t in _targets(metafunc.config) if t.variant.family in families]
+    metafunc.parametrize("target", targets, ids=[t.id for t in targets], scope="module")
+
+
+def pytest_collection_modifyitems(config, items):
+    # A module for a family none of the images under test belongs to (e.g. ROCm checks
+    # when testing the CPU image) is not applicable: deselect it, and say so in the summary.
+    skipped_empty = [i for i in items if any(m.name == "skip" and str(m.kwargs.get("reason", "")).startswith(
+        "got empty parameter set") for m in i.iter_markers())]
+    if skipped_empty:
+        config.hook.pytest_deselected(items=skipped_empty)
+        items[:] = [i for i in items if i not in skipped_empty]
+        config._kerasenv_not_applicable = len(skipped_empty)
+    if config.getoption("gpu"):
+        return
+    gpu_items = [i for i in items if i.get_closest_marker("gpu")]
+    if gpu_items:
+        config.hook.pytest_deselected(items=gpu_items)
+        items[:] = [i for i in items if not i.get_closest_marker("gpu")]
+        config._kerasenv_gpu["deselected"] = len(gpu_items)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    callspec = getattr(item, "callspec", None)
+    target = callspec.params.get("target") if callspec else None
+    if target is not None:
+        row = item.config._kerasenv_timing.setdefault(target.id, [0.0, 0, 0])
+        row[0] += report.duration
+        if report.when == "call":
+            row[1] += 1
+        row[2] += int(report.failed)
+    if report.when == "call" and item.get_closest_marker("gpu"):
+        stats = item.config._kerasenv_gpu
+        stats["ran"] += 1
+        stats["passed"] += int(report.passed)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    families = sorted({t.variant.family for t in getattr(config, "_kerasenv_targets", [])})
+    if config._kerasenv_timing:
+        terminalreporter.write_line("kerasenv acceptance time per variant (set-up, tests and tear-down):")
+        for target_id, (seconds, tests, failed) in config._kerasenv_timing.items():
+            terminalreporter.write_line(f"  {target_id:<20} {seconds:7.1f} s  {tests:3d} tests  "
+                                        f"{'all passed' if not failed else f'{failed} failed'}")
+    if getattr(config, "_kerasenv_not_applicable", 0):
+        terminalreporter.write_line(f"kerasenv: {config._kerasenv_not_applicable} checks deselected as not "
+                                    f"applicable to the image families under test ({', '.join(families)})")
+    stats = config._kerasenv_gpu
+    if config.getoption("gpu"):
+        terminalreporter.write_line(f"kerasenv GPU tests: {stats['ran']} ran, {stats['passed']} passed "
+                                    "(--gpu: a missing GPU is a failure)")
+    elif stats["deselected"]:
+        terminalreporter.write_line(f"kerasenv GPU tests: {stats['deselected']} deselected, none ran "
+                                    "(pass --gpu or KERASENV_REQUIRE_GPU=1 on a GPU host)")
+
+
+# --- fixtures -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def docker():
+    return docker_client.client()
+
+
+@pytest.fixture(scope="session")
+def matrix():
+    return matrix_mod.load()
+
+
+@pytest.fixture(scope="module")
+def image(docker, target):
+    return docker.images.get(target.ref)
+
+
+class TrackedContainer:
+    """A long-lived container (sleep) for one test module; commands run in it by exec."""
+
+    def __init__(self, docker, ref: str) -> None:
+        self.container = start(docker, ref, ["sleep", "infinity"], init=True, network_mode="none")
+
+    def exec(self, cmd, *, user: str = "", env: dict | None = None) -> tuple[int, str]:
+        code, out = self.container.exec_run(cmd, user=user, environment=env, demux=False)
+        return code, out.decode(errors="replace")
+
+    def python_json(self, code: str, *, user: str = "") -> dict:
+        exit_code, out = self.exec(["python", "-c", code], user=user, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+        assert exit_code == 0, f"probe exited {exit_code}:\n{out[-3000:]}"
+        return json.loads(out.strip().splitlines()[-1])
+
+    def remove(self) -> None:
+        self.container.remove(force=True)
+
+
+@pytest.fixture(scope="module")
+def box(docker, target):
+    """The module's container, started from the image under test; always removed."""
+    tracked = TrackedContainer(docker, target.ref)
+    try:
+        yield tracked
+    finally:
+        tracked.remove()
+
+
+@pytest.fixture(scope="module")
+def inventory(box):
+    """What the image holds, as its default user sees it (one TensorFlow import per module)."""
+    from .probes import INVENTORY
+
+    return box.python_json(INVENTORY)
+
+
+@pytest.fixture(scope="module")
+def host(box):
+    """testinfra's view of the running container (docker backend), as the image's user."""
+    import testinfra
+
+    return testinfra.get_host(f"docker://{box.container.id}")
+
+
+@pytest.fixture(scope="module")
+def root_host(box):
+    import testinfra
+
+    return testinfra.get_host(f"docker://root@{box.container.id}")
+
+
+def start(docker, ref: str, command, **kwargs):
+    """Create and start a labelled container; one that fails to start is removed too."""
+    container = docker.containers.create(
+        ref, command, labels={docker_client.PROJECT_LABEL: "kerasenv", TEST_LABEL: uuid.uuid4().hex}, **kwargs)
+    try:
+        container.start()
+    except Exception:
+        container.remove(force=True)
+        raise
+    return container
+
+
+@pytest.fixture
+def writable_dir():
+    """A host directory any container UID can write (what a user mounts for results)."""
+    with tempfile.TemporaryDirectory(prefix="kerasenv-accept-") as path:
+        os.chmod(path, 0o777)
+        yield Path(path)
+
+
+def run_once(docker, ref: str, command, **kwargs) -> tuple[int, str, str]:
+    """A fresh container for one command (for what a sleeping container cannot show)."""
+    container = start(docker, ref, command, **kwargs)
+    try:
+        status = container.wait(timeout=600)
+        return (status["StatusCode"], container.logs(stdout=True, stderr=False).decode(errors="replace"),
+                container.logs(stdout=False, stderr=True).decode(errors="replace"))
+    finally:
+        container.remove(force=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leftover_containers(docker):
+    yield
+    left = docker.containers.list(all=True, filters={"label": TEST_LABEL})
+    assert not left, f"acceptance containers left behind: {[c.name for c in left]}"

@@ -1,0 +1,70 @@
+"""`kerasenv doctor --container`: reading the in-image probe, and what is reported when
+the GPU container cannot start (the probe itself runs in the images: acceptance/)."""
+
+from __future__ import annotations
+
+import json
+
+from kerasenv.host import container_probe
+from kerasenv.engine import docker_client
+from kerasenv.errors import KerasenvError
+
+OK = {"nvidia_smi_l": "GPU 0: NVIDIA A100", "tf_gpus": ["/physical_device:GPU:0"], "failed": [], "later": {}}
+
+
+def test_the_probes_last_json_line_is_its_result():
+    out = "a TensorFlow warning\n{\"old\": 1}\n" + json.dumps(OK) + "\n\n"
+    assert container_probe.parse_output(out, 0) == OK
+
+
+def test_no_json_or_broken_json_is_a_failure_naming_the_exit_status():
+    expected = {"nvidia_smi_l": "probe failed (exit 139)", "tf_gpus": []}
+    assert container_probe.parse_output("Segmentation fault\n", 139) == expected
+    assert container_probe.parse_output("{not json\n", 139) == expected
+    assert container_probe.parse_output("", 139) == expected
+
+
+def _probe(monkeypatch, answer):
+    calls = []
+
+    def probe_json(client, v, command, gpus):
+        calls.append((command[-1], gpus))
+        return answer(command, gpus)
+
+    monkeypatch.setattr(docker_client, "client", lambda: object())
+    monkeypatch.setattr(container_probe, "probe_json", probe_json)
+    return calls
+
+
+def test_a_cuda_image_that_sees_its_gpu_passes_every_line(monkeypatch, real_matrix):
+    v = real_matrix.get(real_matrix.default_gpu)
+    calls = _probe(monkeypatch, lambda command, gpus: dict(OK))
+    data = container_probe.probe(v, "all")
+    assert calls == [("--devices", "all")]
+    assert data["status"] == {"nvidia_smi_l": "PASS", "tf_gpus": "PASS", "tf_gpu_libraries": "PASS"}
+    assert data["tf_gpu_libraries"].startswith("TryDlopenCUDALibraries() OK")
+
+
+def test_when_the_gpu_container_cannot_start_the_library_check_still_runs_without_gpus(monkeypatch, real_matrix):
+    v = real_matrix.get(real_matrix.default_gpu)
+
+    def answer(command, gpus):
+        if gpus != "none":
+            raise KerasenvError("Docker cannot give GPUs to containers here (--gpus all)")
+        return {"failed": ["TensorFlow cannot dlopen libcudnn.so.9"], "later": {}}
+
+    calls = _probe(monkeypatch, answer)
+    data = container_probe.probe(v, "all")
+    assert [gpus for _, gpus in calls] == ["all", "none"]
+    assert calls[1][0] != "--devices"  # the library check alone
+    assert data["nvidia_smi_l"].startswith("Docker cannot give GPUs") and data["tf_gpus"] == []
+    assert data["status"] == {"nvidia_smi_l": "FAIL", "tf_gpus": "FAIL", "tf_gpu_libraries": "FAIL"}
+    assert "libcudnn.so.9" in data["tf_gpu_libraries"] and f"VARIANT={v.id}" in data["tf_gpu_libraries"]
+
+
+def test_a_cpu_image_lists_devices_only_and_has_no_library_line(monkeypatch, real_matrix):
+    v = real_matrix.get(real_matrix.default_cpu)
+    calls = _probe(monkeypatch, lambda command, gpus: {"nvidia_smi_l": "", "tf_gpus": []})
+    data = container_probe.probe(v, "none")
+    assert calls == [("--devices-only", "none")]
+    assert data["status"] == {"nvidia_smi_l": "FAIL", "tf_gpus": "FAIL"} and "tf_gpu_libraries" not in data

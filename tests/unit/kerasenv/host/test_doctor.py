@@ -1,0 +1,155 @@
+"""Doctor verdicts against recorded nvidia-smi outputs (tests/fixtures/nvidia-smi/): public
+captures, and for the H100/H200/GH200/multi-GPU hosts a simulator's output (listed in SIMULATED).
+
+The host is replayed by tests/fixtures/fake-nvidia-smi, which prints only what was
+recorded (SOURCES.md names each source) and refuses anything else.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kerasenv.host import doctor
+from kerasenv.host.doctor import FAIL, INFO, PASS, WARN
+
+from ...conftest import REPO
+
+FAKE_SMI = str(REPO / "tests" / "fixtures" / "fake-nvidia-smi")
+
+
+def facts_for(host: str, monkeypatch, *, toolkit: bool = True) -> doctor.HostFacts:
+    monkeypatch.setenv("KERASENV_FIXTURE_HOST", host)
+    return doctor.HostFacts(nvidia=doctor.probe_nvidia(FAKE_SMI),
+                            docker_runtimes=["nvidia", "runc"] if toolkit else ["runc"],
+                            rocm_devices={"/dev/kfd": False, "/dev/dri": False})
+
+
+def verdicts(report: doctor.Report) -> dict[str, doctor.Check]:
+    return {c.name.removeprefix("variant "): c for c in report.variants}
+
+
+def host_check(report: doctor.Report, name: str) -> doctor.Check:
+    return next(c for c in report.host if c.name == name)
+
+
+def test_no_driver_fails_the_driver_check_and_recommends_the_cpu_image(real_matrix, monkeypatch):
+    report = doctor.judge(facts_for("no-driver", monkeypatch), real_matrix)
+    check = host_check(report, "nvidia-driver")
+    assert check.status == FAIL and "not loaded" in check.message and "modprobe" in check.fix
+    assert report.recommended == real_matrix.default_cpu and not report.gpu_usable
+    assert all(c.status == INFO for v, c in verdicts(report).items() if v.startswith("tf2") and "cuda" in v)
+
+
+def test_missing_nvidia_smi_is_information_not_failure(real_matrix, monkeypatch):
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
+    monkeypatch.delenv("KERASENV_NVIDIA_SMI", raising=False)
+    facts = doctor.HostFacts(nvidia=doctor.probe_nvidia())
+    report = doctor.judge(facts, real_matrix)
+    assert host_check(report, "nvidia-driver").status == INFO
+    assert report.recommended == real_matrix.default_cpu
+
+
+def test_driver_470_fails_cuda12_naming_the_minimum_and_the_newest_runnable_variant(real_matrix, monkeypatch):
+    report = doctor.judge(facts_for("driver-470", monkeypatch), real_matrix)
+    v = verdicts(report)
+    for variant_id in ("tf2.21-cuda12.9", "tf2.20-cuda12.5", "tf2.17-cuda12.3", "tf2.15-cuda12.2"):
+        assert v[variant_id].status == FAIL
+        assert "470.182.03 is older than 525.60.13" in v[variant_id].message
+        assert "the newest variant this driver runs is tf2.14-cuda11.8" in v[variant_id].message
+    # The full-feature floor: the CUDA 12.9.1 wheels' own driver.
+    assert v["tf2.21-cuda12.9"].fix.startswith("upgrade the NVIDIA driver to >= 575.57.08")
+    assert v["tf2.20-cuda12.5"].fix.startswith("upgrade the NVIDIA driver to >= 555.42.06")
+    assert v["tf2.14-cuda11.8"].status == PASS
+    assert report.recommended == "tf2.14-cuda11.8" and report.gpu_usable
+
+
+def test_driver_470_degrades_to_the_name_table_without_compute_cap(real_matrix, monkeypatch):
+    facts = facts_for("driver-470", monkeypatch)
+    gpu = facts.nvidia.gpus[0]
+    assert (gpu.name, gpu.compute_capability, gpu.compute_capability_source) == \
+        ("Tesla V100-SXM2...", "7.0", "name table")
+    assert any("no compute_cap query field" in note for note in facts.nvidia.notes)
+
+
+def test_a100_on_535_runs_every_cuda_variant_and_gets_the_default_gpu_image(real_matrix, monkeypatch):
+    report = doctor.judge(facts_for("a100-535", monkeypatch), real_matrix)
+    v = verdicts(report)
+    assert all(v[i].status == PASS for i in v if "cuda" in i)
+    assert "minor-version compatibility" in v["tf2.21-cuda12.9"].message  # 535 < 575.57.08, native sm_80
+    assert "driver below 575.57.08, the CUDA 12.9 wheels' own" in v["tf2.21-cuda12.9"].message
+    assert report.recommended == real_matrix.default_gpu
+
+
+def test_h100_on_550_fails_the_cuda12_5_images_for_ptx_jit(real_matrix, monkeypatch):
+    report = doctor.judge(facts_for("h100-550", monkeypatch), real_matrix)
+    v = verdicts(report)
+    for variant_id in ("tf2.21-cuda12.9", "tf2.20-cuda12.5"):
+        assert v[variant_id].status == FAIL
+        assert "gets only PTX" in v[variant_id].message
+        assert "needs driver >= 555.42.06, this host has 550.54.14" in v[variant_id].message
+    assert v["tf2.17-cuda12.3"].status == PASS  # PTX from CUDA 12.3 JITs on 550 (>= 545.23.06)
+    assert report.recommended == "tf2.17-cuda12.3"
+
+
+def test_h100_on_565_passes_the_cuda12_5_images(real_matrix, monkeypatch):
+    report = doctor.judge(facts_for("multi-gpu-h100x8", monkeypatch), real_matrix)
+    v = verdicts(report)
+    assert v["tf2.21-cuda12.9"].status == PASS and "GPU 0,1,2,3,4,5,6,7 run JIT-compiled PTX" in v["tf2.21-cuda12.9"].message
+    assert len(host_check_names(report, "gpu")) == 8
+    assert report.recommended == real_matrix.default_gpu
+
+
+def host_check_names(report: doctor.Report, prefix: str) -> list[str]:
+    return [c.name for c in report.host if c.name.startswith(prefix)]
+
+
+def test_multi_gpu_from_the_csv_query_alone(real_matrix, monkeypatch):
+    facts = facts_for("multi-gpu", monkeypatch)
+    assert facts.nvidia.driver_version == "570.86.15"
+    assert [(g.name, g.compute_capability) for g in facts.nvidia.gpus] == \
+        [("NVIDIA TITAN V", "7.0"), ("NVIDIA RTX 5880 Ada Generation", "8.9")]
+    v = verdicts(doctor.judge(facts, real_matrix))
+    assert v["tf2.21-cuda12.9"].status == PASS and "PTX" not in v["tf2.21-cuda12.9"].message
+    assert "GPU 1 runs JIT-compiled PTX" in v["tf2.14-cuda11.8"].message  # Ada 8.9 vs compute_80
+
+
+def test_unknown_compute_capability_warns_instead_of_crashing(real_matrix, monkeypatch):
+    report = doctor.judge(facts_for("driver-470-geforce", monkeypatch), real_matrix)
+    assert host_check(report, "gpu0").status == WARN
+    assert verdicts(report)["tf2.14-cuda11.8"].status == WARN
+
+
+def test_driver_version_comes_from_driver_not_from_the_nvidia_smi_binary(monkeypatch):
+    facts = facts_for("userspace-470-driver-580", monkeypatch)
+    assert facts.nvidia.driver_version == "580.95.05"
+
+
+def test_driver_library_mismatch_says_reboot(real_matrix, monkeypatch):
+    check = host_check(doctor.judge(facts_for("nvml-mismatch", monkeypatch), real_matrix), "nvidia-driver")
+    assert check.status == FAIL and "reboot" in check.fix
+
+
+def test_gpu_without_container_toolkit_fails_and_falls_back_to_cpu(real_matrix, monkeypatch):
+    report = doctor.judge(facts_for("a100-535", monkeypatch, toolkit=False), real_matrix)
+    check = host_check(report, "container-toolkit")
+    assert check.status == FAIL and "nvidia-ctk runtime configure" in check.fix
+    assert report.recommended == real_matrix.default_cpu
+    assert "Container Toolkit" in report.reason
+
+
+@pytest.mark.parametrize("cc, targets, expected", [
+    ("8.6", ("sm_60", "sm_70", "sm_80", "sm_89", "compute_90"), "native"),  # sm_80 SASS runs on 8.6
+    ("9.0", ("sm_60", "sm_70", "sm_80", "sm_89", "compute_90"), "ptx"),
+    ("12.0", ("sm_60", "sm_70", "sm_80", "sm_89", "compute_90"), "ptx"),
+    ("5.2", ("sm_60", "sm_70", "sm_80", "sm_89", "compute_90"), "none"),
+    ("3.7", ("sm_35", "sm_50", "sm_60", "sm_70", "sm_75", "compute_80"), "native"),
+    ("8.9", ("sm_35", "sm_50", "sm_60", "sm_70", "sm_75", "compute_80"), "ptx"),
+])
+def test_kernel_support_follows_cuda_binary_compatibility(cc, targets, expected):
+    assert doctor.kernel_support(cc, targets) == expected
+
+
+def test_text_report_names_each_fail_with_its_fix(real_matrix, monkeypatch):
+    text = doctor.format_text(doctor.judge(facts_for("h100-550", monkeypatch), real_matrix))
+    assert "fix: upgrade the NVIDIA driver to >= 555.42.06" in text
+    assert text.splitlines()[-1].startswith("recommended: kerasenv:tf2.17-cuda12.3")

@@ -1,0 +1,69 @@
+"""The pure parts of TensorFlow's GPU-library probe (the probe itself runs in the images:
+acceptance/test_tf_gpu_libraries.py) and the doctor's one-line verdict on it."""
+
+from __future__ import annotations
+
+import ast
+
+from kerasenv.host import gpu_libraries_probe as probe
+from kerasenv.host.container_probe import gpu_library_verdict
+
+
+def test_ok_status_is_the_inlined_rep_of_either_abseil_generation():
+    assert probe.status_is_ok(1) and probe.status_is_ok(0)
+    # an error with a message is a heap pointer (seen: 845263408 in the unfixed TF 2.21 image)
+    assert not probe.status_is_ok(845263408)
+
+
+def test_cuda_12_cudnn_9_expects_engine_libraries_nvrtc_both_names_and_nvjitlink():
+    groups = probe.expected_libraries("12", "9", ["libcupti.so.12", "libnvrtc.so.12"])
+    assert "libcudnn_engines_runtime_compiled.so.9" in groups["cudnn"]
+    assert groups["nvrtc"] == ["libnvrtc.so", "libnvrtc.so.12"]
+    assert groups["nvjitlink"] == ["libnvJitLink.so.12"]
+    assert groups["nccl"] == ["libnccl.so.2"] and groups["cupti"] == ["libcupti.so.12"]
+
+
+def test_cuda_11_uses_the_wheels_versioned_sonames_and_has_no_nvjitlink():
+    files = ["libcupti.so.11.8", "libnvrtc.so.11.2", "libnvrtc-builtins.so.11.8"]
+    groups = probe.expected_libraries("11", "8", files)
+    assert groups["cudnn"][:2] == ["libcudnn_ops_infer.so.8", "libcudnn_ops_train.so.8"]
+    assert groups["nvrtc"] == ["libnvrtc.so", "libnvrtc.so.11.2"]
+    assert groups["cupti"] == ["libcupti.so.11.8"]
+    assert "nvjitlink" not in groups
+
+
+def test_a_missing_nvrtc_wheel_still_expects_nvrtc_so_the_gap_shows():
+    assert probe.expected_libraries("11", "8", [])["nvrtc"] == ["libnvrtc.so"]
+
+
+def test_summary_names_what_tensorflow_could_not_load_in_its_own_words():
+    result = {"symbol": probe.SYMBOLS[0], "try_dlopen_ok": False,
+              "log": ["I0000 dso_loader.cc:144] Could not load dynamic library 'libcusolver.so.11'; dlerror: x"],
+              "later": {"nvrtc": {"libnvrtc.so": {"ok": False, "error": "libnvrtc.so: cannot open shared object file"}},
+                        "nccl": {"libnccl.so.2": {"ok": True, "path": "/x/libnccl.so.2"}}}}
+    assert probe.summarize(result) == ["TensorFlow cannot dlopen libcusolver.so.11",
+                                       "nvrtc: libnvrtc.so (libnvrtc.so: cannot open shared object file)"]
+
+
+def test_summary_when_the_symbol_is_missing():
+    result = {"symbol": None, "try_dlopen_ok": False, "log": [], "later": {}}
+    assert probe.summarize(result) == ["TryDlopenCUDALibraries() not found in libtensorflow_framework.so.2"]
+
+
+def test_source_is_a_standalone_program_that_imports_nothing_of_kerasenv():
+    tree = ast.parse(probe.source())
+    modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not any(m.startswith("kerasenv") for m in modules)
+    top_level = {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
+    assert "tensorflow" not in top_level  # imported inside check(), after stderr is captured
+
+
+def test_doctor_verdict_passes_with_no_failure_and_names_the_fix_otherwise(real_matrix):
+    v = real_matrix.get(real_matrix.default_gpu)
+    line, status = gpu_library_verdict({"failed": [], "later": {"nvjitlink": {}}}, v)
+    assert status == "PASS" and line.startswith("TryDlopenCUDALibraries() OK") and "nvJitLink" in line
+    line, status = gpu_library_verdict({"failed": ["TensorFlow cannot dlopen libcusolver.so.11"]}, v)
+    assert status == "FAIL" and "libcusolver.so.11" in line and f"make build VARIANT={v.id}" in line
+    assert "\n" not in line
+    assert gpu_library_verdict({}, v)[1] == "FAIL"

@@ -1,0 +1,86 @@
+"""The Makefile: self-documenting, and in step with the tests it drives."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+
+from ..conftest import REPO
+
+MAKEFILE = (REPO / "Makefile").read_text()
+
+
+def test_every_target_is_documented_in_make_help():
+    targets = set(re.findall(r"^([a-z][a-z0-9-]*):", MAKEFILE, re.M))
+    documented = set(re.findall(r"^([a-z][a-z0-9-]*):.*## ", MAKEFILE, re.M))
+    assert targets - documented == set()
+    help_text = subprocess.run(["make", "--no-print-directory", "help"], cwd=REPO, capture_output=True,
+                               text=True, check=True).stdout
+    assert all(f"make {t} " in help_text for t in documented)
+
+
+def test_plain_make_prints_help():
+    out = subprocess.run(["make", "--no-print-directory"], cwd=REPO, capture_output=True, text=True).stdout
+    assert out.startswith("kerasenv:") and "make run-gpu" in out
+
+
+def test_make_test_builds_and_accepts_every_debian_based_variant():
+    """No untested row: `make test` (CI's command) builds `--all` and runs the acceptance
+    suite with --all-variants, which is every variant of the matrix but ROCm."""
+    recipe = subprocess.run(["make", "--no-print-directory", "-n", "test"], cwd=REPO, capture_output=True,
+                            text=True, check=True).stdout
+    assert re.search(r"kerasenv build --all\b", recipe)
+    assert re.search(r"pytest acceptance --all-variants\b", recipe)
+
+
+def test_all_variants_means_every_variant_except_rocm(real_matrix):
+    assert [v.id for v in real_matrix.debian_based] == [v.id for v in real_matrix.variants if v.family != "rocm"]
+    assert {v.family for v in real_matrix.debian_based} == {"cpu", "cuda"}
+
+
+def test_the_integration_tests_build_only_variants_ci_accepts(real_matrix):
+    conftest = (REPO / "tests" / "integration" / "conftest.py").read_text()
+    built = ast.literal_eval(re.search(r"^BUILT_IN_TESTS = (.+)$", conftest, re.M).group(1))
+    assert set(built) <= {v.id for v in real_matrix.debian_based}
+
+def test_make_test_installs_its_prerequisites_first():
+    """Issue 15: on a fresh machine `make test` itself installs and starts what the suite
+    needs (scripts/test-prereqs.sh), before the first step that needs any of it."""
+    recipe = subprocess.run(["make", "--no-print-directory", "-n", "test"], cwd=REPO, capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    assert "bash scripts/test-prereqs.sh" in recipe[0]
+    assert re.search(r"^test-prereqs:.*## ", MAKEFILE, re.M)
+
+
+def ca_seen_by_make_test(**env: str) -> str:
+    """KERASENV_CA_CERT as the recipes of `make test` see it: a probe added in front of
+    test-prereqs prints it and stops make before anything runs."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("KERASENV_CA_CERT", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "MAKEFLAGS")}
+    proc = subprocess.run(["make", "--no-print-directory", "--eval", "test-prereqs: ca-probe",
+                           "--eval", "ca-probe: ; @echo \"CA=$$KERASENV_CA_CERT\"; exit 3", "test"],
+                          cwd=REPO, capture_output=True, text=True, env={**base, **env})
+    assert proc.returncode != 0, "the probe must stop make"
+    return next(line for line in proc.stdout.splitlines() if line.startswith("CA="))[3:]
+
+
+def test_make_test_passes_the_proxy_ca_to_every_build_it_starts():
+    """The host's bundle when nothing names a CA (what .ci/run exported), else the CA the
+    tool would pick itself, in its order."""
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    assert ca_seen_by_make_test() == (bundle if os.path.exists(bundle) else "")
+    assert ca_seen_by_make_test(SSL_CERT_FILE="/s.pem", PIP_CERT="/p.pem") == "/p.pem"
+    assert ca_seen_by_make_test(KERASENV_CA_CERT="/k.pem", PIP_CERT="/p.pem") == "/k.pem"
+
+
+def test_ci_runs_the_readme_test_command_and_installs_nothing_itself():
+    """One implementation of the set-up: .ci/run keeps only what is CI's own (timing, disk
+    sampling, the final clean) and leaves the rest to `make test-prereqs` / `make test`."""
+    ci = (REPO / ".ci" / "run").read_text()
+    code = "\n".join(line for line in ci.splitlines() if not line.lstrip().startswith("#"))
+    assert "make --no-print-directory test-prereqs" in code
+    assert re.search(r"^make --no-print-directory test PYTEST_ARGS=", code, re.M)
+    for setup in ("apt-get", "npm ", "dockerd", "base-offline", "compose-plugin", "KERASENV_CA_CERT"):
+        assert setup not in code, setup
