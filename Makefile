@@ -22,7 +22,7 @@ REGISTRY   ?=
 COMPOSE_GPU ?=
 TENSORBOARD_PORT ?= 6006
 JUPYTER_PORT ?= 8888
-# shell/lab: VARIANT= when given (command line or environment), else doctor's recommendation.
+# smoke/shell/lab: VARIANT= when given (command line or environment), else doctor's recommendation.
 pick_variant = $(if $(filter command line environment,$(origin VARIANT)),$(VARIANT),auto)
 BENCH_ARGS ?=
 compose = docker compose -f compose/compose.yaml $(if $(COMPOSE_GPU),-f compose/compose.$(COMPOSE_GPU).yaml)
@@ -31,12 +31,12 @@ compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(T
 smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE)) $(if $(filter 1 yes true,$(VERBOSE)),--verbose) $(if $(filter 1 yes true,$(PROFILE)),--profile)
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 
-.PHONY: bench-profile shell lab lab-up build-jupyter sbom push pull train-multiworker bench-multiworker compose-plugin up tensorboard down test-image test-images doctor run run-gpu run-cpu smoke verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
+.PHONY: bench-profile shell lab lab-up build-jupyter sbom push pull multiworker train-multiworker bench-multiworker compose-plugin up tensorboard down test-acceptance test-acceptance-all test-image test-images doctor smoke smoke-gpu smoke-cpu run run-gpu run-cpu verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
 	@echo
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-20s %s\n", $$1, $$2}'
 	@echo
 	@echo "Variables: VARIANT=$(VARIANT) GPUS=$(GPUS) SHM_SIZE=$(SHM_SIZE) EPOCHS=$(EPOCHS) BATCH_SIZE=$(BATCH_SIZE) VERBOSE=$(VERBOSE) PROFILE=$(PROFILE) BASE_IMAGE=$(BASE_IMAGE) CA_CERT=$(CA_CERT)"
 	@echo "Variants: $$(sed -n 's/^id = "\(.*\)"/\1/p' images/matrix.toml | tr '\n' ' ')"
@@ -73,12 +73,15 @@ build-jupyter: venv ## build VARIANT= and its JupyterLab flavour kerasenv:VARIAN
 doctor: venv ## host preflight: driver, GPUs, container toolkit, a verdict per variant
 	$(KERASENV) doctor
 
-run: venv ## the main job: smoke-train on the GPU image if this host can use its GPU, else on the CPU image
-	$(KERASENV) smoke auto --build-missing $(smoke_flags)
+smoke: venv ## the main job, the smoke training: VARIANT= if given, else the GPU image when this host can use its GPU, else the CPU image (built if missing)
+	$(KERASENV) smoke $(pick_variant) --build-missing $(smoke_flags)
 
-run-gpu: venv ## doctor preflight, then smoke-train on GPUS= with the GPU required (VARIANT=)
+smoke-gpu: venv ## doctor preflight, then the smoke training on GPUS= with the GPU required (VARIANT=)
 	$(KERASENV) doctor --require-gpu
 	$(KERASENV) smoke $(VARIANT) --build-missing --gpus '$(GPUS)' --require-gpu $(smoke_flags)
+
+smoke-cpu: venv ## the smoke training on the CPU image
+	$(KERASENV) smoke $(CPU_VARIANT) --build-missing $(smoke_flags)
 
 shell: venv ## interactive shell with ./ at /workspace (VARIANT=, default: doctor's pick)
 	$(KERASENV) shell $(pick_variant) --build-missing --gpus '$(GPUS)' --shm-size $(SHM_SIZE)
@@ -90,12 +93,6 @@ lab-up: compose-plugin ## compose: the `lab` service over ./ (KERASENV_JUPYTER_I
 	@token=$$($(VENV)/bin/python -c 'import secrets; print(secrets.token_hex(24))'); \
 	  $(compose_env) JUPYTER_TOKEN=$$token $(compose) --profile lab up -d lab \
 	  && echo "JupyterLab: http://127.0.0.1:$(JUPYTER_PORT)/lab?token=$$token  (make down stops it)"
-
-run-cpu: venv ## smoke-train on the CPU image
-	$(KERASENV) smoke $(CPU_VARIANT) --build-missing $(smoke_flags)
-
-smoke: venv ## smoke-train in VARIANT= (GPUs when Docker can give them)
-	$(KERASENV) smoke $(VARIANT) $(smoke_flags)
 
 verify-gpu: venv ## doctor plus nvidia-smi -L and the TensorFlow GPU probe inside VARIANT=
 	$(KERASENV) doctor --require-gpu --container $(VARIANT) --gpus '$(GPUS)'
@@ -132,7 +129,7 @@ tensorboard: compose-plugin ## compose: TensorBoard alone over ./runs on 127.0.0
 down: compose-plugin ## compose: stop and remove the services (lab included)
 	$(compose_env) $(compose) --profile lab down --remove-orphans
 
-train-multiworker: venv ## train across WORKERS= containers (MultiWorkerMirroredStrategy) in VARIANT=
+multiworker: venv ## train across WORKERS= containers (MultiWorkerMirroredStrategy) in VARIANT=
 	$(KERASENV) multiworker $(VARIANT) --workers $(WORKERS) $(if $(EPOCHS),-- --epochs $(EPOCHS))
 
 bench-multiworker: venv ## measure 2-worker samples/s against the single-container smoke run (CPU image)
@@ -166,10 +163,10 @@ test: test-prereqs ## everything: prerequisites, drift check, lint, build every 
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
 	$(VENV)/bin/pytest acceptance --all-variants $(PYTEST_ARGS)
 
-test-image: venv ## acceptance suite against kerasenv:VARIANT, or IMAGE=<any ref> (GPU=1 adds the GPU tests)
+test-acceptance: venv ## the acceptance suite (acceptance/) against kerasenv:VARIANT, or IMAGE=<any ref> (GPU=1 adds the GPU tests)
 	$(VENV)/bin/pytest acceptance $(if $(IMAGE),--image $(IMAGE),--variant $(VARIANT)) $(if $(GPU),--gpu) $(PYTEST_ARGS)
 
-test-images: venv ## acceptance suite against every variant built locally
+test-acceptance-all: venv ## the acceptance suite against every variant built here
 	$(VENV)/bin/pytest acceptance $$(for id in $$($(KERASENV) list --ids); do \
 	  docker image inspect kerasenv:$$id >/dev/null 2>&1 && echo --variant $$id; done) $(if $(GPU),--gpu) $(PYTEST_ARGS)
 
@@ -191,3 +188,11 @@ bench: venv ## measure samples/s (CPU, each GPU) and image sizes into benchmarks
 
 bench-report: venv ## regenerate benchmarks/report.md and benchmarks/charts/*.png from benchmarks/results/
 	$(KERASENV) bench-report
+
+# Old names, kept for scripts that use them: each is the target it names.
+run: smoke ## = make smoke (old name)
+run-gpu: smoke-gpu ## = make smoke-gpu (old name)
+run-cpu: smoke-cpu ## = make smoke-cpu (old name)
+train-multiworker: multiworker ## = make multiworker (old name)
+test-image: test-acceptance ## = make test-acceptance (old name)
+test-images: test-acceptance-all ## = make test-acceptance-all (old name)

@@ -21,6 +21,8 @@ from ..matrix.schema import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, REPO_ROOT, Matrix,
 
 CA_ENV_VARS = ("KERASENV_CA_CERT", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 _STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+# The classic builder prints the image of every finished step as " ---> <12 hex>".
+_STEP_IMAGE_RE = re.compile(r"^ ---> ([0-9a-f]{12})$")
 
 
 @dataclass
@@ -29,6 +31,9 @@ class BuildResult:
     image_id: str
     size_bytes: int
     seconds: float
+    # The last image of each stage before the final one (python-base, build-trust, cuda-libs,
+    # builder, ...): Docker's layer cache of those stages, not part of the image.
+    stage_images: tuple[str, ...] = ()
 
 
 def default_ca_cert(explicit: str | None) -> str | None:
@@ -173,6 +178,8 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     tail: deque[str] = deque(maxlen=25)
     step = "(before the first step)"
     image_id = None
+    stage_images: list[str] = []
+    last_step_image = None
     stream = client.api.build(
         fileobj=context_tar(folder, ca_pem), custom_context=True, encoding="identity",
         dockerfile=f"{v.id}/{dockerfile}",
@@ -193,7 +200,12 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
                 if not line.strip():
                     continue
                 tail.append(line)
+                finished = _STEP_IMAGE_RE.match(line)
+                if finished:
+                    last_step_image = finished.group(1)
                 match = _STEP_RE.match(line)
+                if match and match.group(3).upper().startswith("FROM ") and last_step_image:
+                    stage_images.append(last_step_image)  # the stage before this FROM is complete
                 if match:
                     step = f"step {match.group(1)}/{match.group(2)} ({match.group(3)[:120]})"
                     progress.step(step)
@@ -204,10 +216,107 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     if image_id is None:
         raise BuildFailed(f"building {name} ended without an image", details="\n".join(tail))
     image = client.images.get(image_id)
-    result = BuildResult(v, image_id, image.attrs["Size"], time.monotonic() - started)
+    result = BuildResult(v, image_id, image.attrs["Size"], time.monotonic() - started,
+                         tuple(dict.fromkeys(stage_images)))
     progress.note(f"built {tag}: {result.size_bytes / 1e9:.2f} GB "
                   f"uncompressed, {result.seconds:.0f} s")
     return result
+
+
+def build_variants(connect: Callable[[], object], matrix: Matrix, variants: list[Variant], *, jobs: int = 1,
+                   jupyter: bool = False, drop_cache: bool = False, stream=None,
+                   **options) -> list[tuple[str, BuildResult]]:
+    """Build each variant (and with `jupyter` its flavour right after it), `jobs` at a time;
+    the results in the order of `variants`.
+
+    Two builds at once use what one leaves idle: a build spends much of its time on one
+    core (unpacking wheels, committing a layer) or waiting for downloads. Each build gets
+    its own client (`connect`), and its lines keep their [variant] prefix. The first failure
+    is raised once every build in flight has ended; builds not yet started do not start."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stream = stream or sys.stderr
+    flavoured = set(matrix.with_jupyter()) if jupyter else set()
+    failed: list[BaseException] = []
+
+    def one(v: Variant) -> list[tuple[str, BuildResult]]:
+        if failed:
+            return []
+        client = connect()
+        progress = Progress.for_stream(stream) if jobs == 1 else Progress(stream, live=False)
+        try:
+            done = [(v.image_ref, build(client, matrix, v, progress=progress, **options))]
+            if v in flavoured:
+                done.append((v.jupyter_ref, build(client, matrix, v, jupyter=True, progress=progress, **options)))
+            if drop_cache:
+                for _, result in done:
+                    drop_build_cache(client, result, progress.note)
+            return done
+        except BaseException as exc:
+            failed.append(exc)
+            raise
+
+    if jobs <= 1:
+        return [item for v in variants for item in one(v)]
+    # Daemon threads, joined with a timeout: the main thread stays interruptible, and an
+    # interrupted CLI exits at once; its closed connections make Docker cancel the builds
+    # in flight (forcerm removes their containers), as with one build.
+    import queue
+    import threading
+
+    todo: queue.Queue[int] = queue.Queue()
+    for index in range(len(variants)):
+        todo.put(index)
+    done: dict[int, list[tuple[str, BuildResult]]] = {}
+
+    def worker() -> None:
+        while not failed:
+            try:
+                index = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                done[index] = one(variants[index])
+            except BaseException:
+                return
+
+    threads = [threading.Thread(target=worker, name=f"kerasenv-build-{n}", daemon=True)
+               for n in range(min(jobs, len(variants)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.5)
+    if failed:
+        raise failed[0]
+    return [item for index in sorted(done) for item in done[index]]
+
+
+def drop_build_cache(client, result: BuildResult, say: Callable[[str], None]) -> int:
+    """Remove the builder-stage images of a finished build; how many went.
+
+    A CUDA image's builder stages hold its CUDA wheels and TensorFlow a second time (about the
+    image's size again), so a machine that builds every variant once, as CI does, needs about
+    half the disk without them. The price: the next build of that variant installs everything
+    again. A stage image that another image still builds on (python-base under the runtime, a
+    stage shared with a variant whose cache is kept) stays: Docker refuses to remove it."""
+    from docker.errors import APIError, ImageNotFound
+
+    removed = 0
+    for stage_image in reversed(result.stage_images):
+        try:
+            if client.images.get(stage_image).tags:
+                continue
+            client.images.remove(stage_image, force=False, noprune=False)
+            removed += 1
+        except ImageNotFound:
+            continue  # gone with a later stage whose only parent it was
+        except APIError as exc:
+            if exc.status_code == 409:  # still the parent of another image
+                continue
+            raise
+    say(f"dropped the build cache of {result.variant.id}: {removed} builder-stage image(s) removed")
+    return removed
 
 
 class Progress:
