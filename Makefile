@@ -159,9 +159,39 @@ test: export KERASENV_CA_CERT := $(or $(KERASENV_CA_CERT),$(PIP_CERT),$(REQUESTS
 test: test-prereqs ## everything: prerequisites, drift check, lint, build every Debian-based variant, unit + integration tests, acceptance suite on each
 	$(KERASENV) generate --check
 	$(MAKE) --no-print-directory lint
-	$(KERASENV) build --all --jupyter $(build_flags)
-	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
-	$(VENV)/bin/pytest acceptance --all-variants $(PYTEST_ARGS)
+	@rm -f $(TEST_FAILURES)
+	$(MAKE) --no-print-directory -j2 --output-sync=line test-lanes
+	@if [ -s $(TEST_FAILURES) ]; then echo "make test: FAILED: $$(paste -sd, $(TEST_FAILURES) | sed 's/,/, /g')" >&2; rm -f $(TEST_FAILURES); exit 1; fi
+	@echo "make test: every step passed"
+
+# --- make test's two lanes, run side by side by `make -j2` -----------------------------------
+# The build lane builds every Debian-based variant and its JupyterLab flavour, one after the
+# other; the test lane runs the acceptance suite on each image as soon as it is built, then the
+# unit and integration tests (they use tf2.21-cpu, tf2.21-cuda12.9 and tf2.15-cuda12.2). A build
+# leaves one of two cores idle most of the time (downloads, one-core unpacking, layer commits),
+# so the tests of one variant run during the build of the next. A failed step is recorded and
+# the lanes go on, so one run names every failure; `make test` fails at the end if any did.
+DEBIAN_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^family = /{if ($$2 != "rocm") print id}' images/matrix.toml)
+# The variants whose builder-stage cache stays after their build: the integration tests rebuild
+# them (BUILT_IN_TESTS in tests/integration/conftest.py; a unit test keeps the two equal). Every
+# other build drops its builder stages once its image is built (`kerasenv build
+# --drop-build-cache`): they hold the CUDA wheels and TensorFlow a second time, and keeping them
+# took CI's peak disk from about 30 GB of images to 60 GB.
+BUILD_CACHE_KEPT := tf2.21-cpu tf2.21-cuda12.9
+TEST_FAILURES := .test-failures
+record_failure = || echo '$(1)' >> $(TEST_FAILURES)
+
+define test_lane_steps
+# $(1): the variant, $(2): the one before it in the matrix (empty for the first)
+test-build-$(1): $(if $(2),test-build-$(2)) venv
+	$$(KERASENV) build $(1) --jupyter $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1))
+test-accept-$(1): test-build-$(1) $(if $(2),test-accept-$(2))
+	$$(VENV)/bin/pytest acceptance --variant $(1) $$(PYTEST_ARGS) $$(call record_failure,acceptance $(1))
+endef
+$(foreach i,$(shell seq $(words $(DEBIAN_VARIANTS))),$(eval $(call test_lane_steps,$(word $(i),$(DEBIAN_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(DEBIAN_VARIANTS))))))
+
+test-lanes: test-accept-$(lastword $(DEBIAN_VARIANTS)) ## what `make test` runs after lint, in two lanes (use `make -j2 test-lanes`): builds, and the tests of each built image
+	$(VENV)/bin/pytest tests $(PYTEST_ARGS) $(call record_failure,pytest tests)
 
 test-acceptance: venv ## the acceptance suite (acceptance/) against kerasenv:VARIANT, or IMAGE=<any ref> (GPU=1 adds the GPU tests)
 	$(VENV)/bin/pytest acceptance $(if $(IMAGE),--image $(IMAGE),--variant $(VARIANT)) $(if $(GPU),--gpu) $(PYTEST_ARGS)

@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--no-cache", action="store_true", help="build without Docker's layer cache")
     s.add_argument("--jupyter", action="store_true",
                    help="also build the JupyterLab flavour kerasenv:<id>-jupyter (cpu and cuda variants)")
+    s.add_argument("--drop-build-cache", action="store_true",
+                   help="remove each build's builder-stage images once its image is built: about the image's "
+                        "size again in disk; the next build of that variant starts cold")
 
     s = sub.add_parser("base-offline", help="make the Debian base image with debootstrap (no registry)")
     s.add_argument("--suite", default="bookworm", help="Debian suite (default: bookworm)")
@@ -317,9 +320,12 @@ def _cmd_build(args, matrix: Matrix) -> int:
     options = dict(base_image=args.base_image or os.environ.get("BASE_IMAGE"), ca_cert=ca_cert, no_cache=args.no_cache)
     results = []
     for v in variants:
-        results.append((v.image_ref, build.build(client, matrix, v, **options)))
+        built = [build.build(client, matrix, v, **options)]
         if args.jupyter and v in matrix.with_jupyter():
-            results.append((v.jupyter_ref, build.build(client, matrix, v, jupyter=True, **options)))
+            built.append(build.build(client, matrix, v, jupyter=True, **options))
+        for result in built if args.drop_build_cache else ():
+            build.drop_build_cache(client, result, lambda line: print(line, file=sys.stderr))
+        results += [(r.variant.jupyter_ref if i else v.image_ref, r) for i, r in enumerate(built)]
     for ref, r in results:
         print(f"{ref}\t{r.size_bytes / 1e9:.2f} GB\t{r.seconds:.0f} s")
     return 0

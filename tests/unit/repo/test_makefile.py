@@ -26,13 +26,34 @@ def test_plain_make_prints_help():
     assert out.startswith("kerasenv:") and "make run-gpu" in out
 
 
-def test_make_test_builds_and_accepts_every_debian_based_variant():
-    """No untested row: `make test` (CI's command) builds `--all` and runs the acceptance
-    suite with --all-variants, which is every variant of the matrix but ROCm."""
+def test_make_test_builds_and_accepts_every_debian_based_variant(real_matrix):
+    """No untested row: `make test` (CI's command) builds every variant of the matrix but ROCm,
+    with its JupyterLab flavour, and runs the acceptance suite on each, in its two lanes."""
     recipe = subprocess.run(["make", "--no-print-directory", "-n", "test"], cwd=REPO, capture_output=True,
                             text=True, check=True).stdout
-    assert re.search(r"kerasenv build --all\b", recipe)
-    assert re.search(r"pytest acceptance --all-variants\b", recipe)
+    assert re.search(r"make --no-print-directory -j2 --output-sync=line test-lanes$", recipe, re.M)
+    lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout
+    for v in real_matrix.debian_based:
+        assert re.search(rf"kerasenv build {re.escape(v.id)} --jupyter\b", lanes), v.id
+        assert re.search(rf"pytest acceptance --variant {re.escape(v.id)}\b", lanes), v.id
+    assert re.search(r"pytest tests\b", lanes)
+    built = re.findall(r"kerasenv build (\S+)", lanes)
+    assert sorted(built) == sorted(v.id for v in real_matrix.debian_based)  # each once
+
+
+def test_the_build_cache_kept_by_make_test_is_what_the_integration_tests_rebuild():
+    """`make test` drops the builder stages of every variant but BUILD_CACHE_KEPT; the
+    integration tests rebuild exactly BUILT_IN_TESTS, which must be cached to be quick."""
+    conftest = (REPO / "tests" / "integration" / "conftest.py").read_text()
+    built = ast.literal_eval(re.search(r"^BUILT_IN_TESTS = (.+)$", conftest, re.M).group(1))
+    kept = re.search(r"^BUILD_CACHE_KEPT := (.+)$", MAKEFILE, re.M).group(1).split()
+    assert sorted(kept) == sorted(built)
+    lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout
+    for line in (x for x in lanes.splitlines() if "kerasenv build " in x):
+        variant = re.search(r"kerasenv build (\S+)", line).group(1)
+        assert ("--drop-build-cache" in line) is (variant not in kept), line
 
 
 def test_all_variants_means_every_variant_except_rocm(real_matrix):
