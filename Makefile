@@ -180,18 +180,19 @@ DEBIAN_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^family = /{if ($$2 != "
 BUILD_CACHE_KEPT := tf2.21-cpu tf2.21-cuda12.9
 TEST_FAILURES := .test-failures
 record_failure = || echo '$(1)' >> $(TEST_FAILURES)
+timed = scripts/timed-step '$(1)'
 
 define test_lane_steps
 # $(1): the variant, $(2): the one before it in the matrix (empty for the first)
 test-build-$(1): $(if $(2),test-build-$(2)) venv
-	$$(KERASENV) build $(1) --jupyter $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1))
+	$$(call timed,build $(1)) $$(KERASENV) build $(1) --jupyter $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1))
 test-accept-$(1): test-build-$(1) $(if $(2),test-accept-$(2))
-	$$(VENV)/bin/pytest acceptance --variant $(1) $$(PYTEST_ARGS) $$(call record_failure,acceptance $(1))
+	$$(call timed,acceptance $(1)) $$(VENV)/bin/pytest acceptance --variant $(1) $$(PYTEST_ARGS) $$(call record_failure,acceptance $(1))
 endef
 $(foreach i,$(shell seq $(words $(DEBIAN_VARIANTS))),$(eval $(call test_lane_steps,$(word $(i),$(DEBIAN_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(DEBIAN_VARIANTS))))))
 
 test-lanes: test-accept-$(lastword $(DEBIAN_VARIANTS)) ## what `make test` runs after lint, in two lanes (use `make -j2 test-lanes`): builds, and the tests of each built image
-	$(VENV)/bin/pytest tests $(PYTEST_ARGS) $(call record_failure,pytest tests)
+	$(call timed,pytest tests) $(VENV)/bin/pytest tests $(PYTEST_ARGS) $(call record_failure,pytest tests)
 
 test-acceptance: venv ## the acceptance suite (acceptance/) against kerasenv:VARIANT, or IMAGE=<any ref> (GPU=1 adds the GPU tests)
 	$(VENV)/bin/pytest acceptance $(if $(IMAGE),--image $(IMAGE),--variant $(VARIANT)) $(if $(GPU),--gpu) $(PYTEST_ARGS)
