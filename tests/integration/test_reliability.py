@@ -1,6 +1,6 @@
 """Faults with real containers and real signals: a killed training resumes, an interrupted
 CLI leaves nothing behind, out-of-memory and a full disk are named, concurrent runs do not
-collide. docs/reliability.md lists each case with the test that proves it."""
+collide. docs/reference/reliability.md lists each case with the test that proves it."""
 
 from __future__ import annotations
 

@@ -36,9 +36,10 @@ def test_the_simulated_list_is_exactly_the_folders_whose_source_is_a_simulator()
     assert simulated() <= {p.name for p in FIXTURES.iterdir() if p.is_dir()}
 
 
-def test_the_readme_does_not_call_simulated_outputs_real():
-    readme = (REPO / "README.md").read_text()
-    for name in simulated():
-        for match in re.finditer(re.escape(name), readme):
-            context = readme[max(0, match.start() - 400):match.end() + 400]
-            assert "simulator" in context, f"README mentions {name} without saying it is simulated"
+def test_the_docs_do_not_call_simulated_outputs_real():
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        text = doc.read_text()
+        for name in simulated():
+            for match in re.finditer(re.escape(name), text):
+                context = text[max(0, match.start() - 400):match.end() + 400]
+                assert "simulator" in context, f"{doc.relative_to(REPO)} mentions {name} without saying it is simulated"

@@ -1,4 +1,4 @@
-"""docs/reliability.md names, for each fault case, the test that proves it: those tests
+"""docs/reference/reliability.md names, for each fault case, the test that proves it: those tests
 must exist (a renamed or deleted test would leave the document claiming coverage)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-DOC = REPO / "docs" / "reliability.md"
+DOC = REPO / "docs" / "reference" / "reliability.md"
 REFERENCE = re.compile(r"`((?:tests|acceptance)/[\w/]+\.py)(?:::(\w+))?`")
 REFERENCES = sorted(set(REFERENCE.findall(DOC.read_text())))
 
@@ -21,10 +21,10 @@ def test_the_document_names_tests():
 @pytest.mark.parametrize("path, name", REFERENCES, ids=[f"{p}::{n}" if n else p for p, n in REFERENCES])
 def test_each_named_test_exists(path, name):
     source = REPO / path
-    assert source.exists(), f"docs/reliability.md names {path}, which does not exist"
+    assert source.exists(), f"docs/reference/reliability.md names {path}, which does not exist"
     if name:
         assert re.search(rf"^def {name}\(", source.read_text(), re.M), \
-            f"docs/reliability.md names {path}::{name}, which does not exist"
+            f"docs/reference/reliability.md names {path}::{name}, which does not exist"
 
 
 def test_every_reliability_test_is_in_the_document():
