@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -123,6 +124,16 @@ def test_generate_check_passes_on_the_repo():
 def test_informational_commands_succeed(args):
     proc = kerasenv(*args)
     assert proc.returncode == 0 and proc.stdout and not proc.stderr
+
+
+def test_help_lists_every_command_in_the_order_a_user_meets_them():
+    from kerasenv.cli import HELP_ORDER
+
+    proc = kerasenv("--help", COLUMNS="100")
+    assert re.findall(r"^    (\S+)(?: |$)", proc.stdout, re.M) == list(HELP_ORDER)
+    proc = kerasenv("no-such-command")
+    assert proc.returncode == 2
+    assert f"(choose from {', '.join(map(repr, HELP_ORDER))})" in proc.stderr
 
 
 def test_smoke_unknown_variant_lists_valid_ids(real_matrix, tmp_path):

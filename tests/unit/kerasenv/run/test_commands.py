@@ -1,8 +1,10 @@
-"""`kerasenv smoke/run` map their options onto one runner.run call, and its result onto the
-exit code and the lines on stderr (Docker stood in for: the container is not started)."""
+"""`kerasenv smoke/run/shell/lab` (run/commands.py, through the CLI's entry point) map their
+options onto one runner.run call, and its result onto the exit code and the lines on stderr
+(Docker stood in for: the container is not started)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -59,7 +61,7 @@ def test_run_mounts_the_current_folder_and_passes_the_volumes(ran, tmp_path, mon
     (tmp_path / "data").mkdir()
     assert cli.main(["run", "tf2.21-cpu", "-v", "./data:/data:ro", "--", "python", "train.py"]) == 0
     (call,) = ran.calls
-    assert call.project == cli.Path(".") and call.volumes == ["./data:/data:ro"] and call.interactive is False
+    assert call.project == Path(".") and call.volumes == ["./data:/data:ro"] and call.interactive is False
 
 
 def test_run_without_a_project_mounts_none(ran, tmp_path, monkeypatch):
@@ -81,7 +83,7 @@ def test_shell_is_an_interactive_bash_with_the_project_and_passes_its_status(ran
     ran.state.result = runner.RunResult(exit_code=3, oom_killed=False, container_name="x")
     assert cli.main(["shell", "tf2.21-cpu"]) == 3
     (call,) = ran.calls
-    assert (call.command, call.interactive, call.kind, call.project) == (["bash"], True, "run", cli.Path("."))
+    assert (call.command, call.interactive, call.kind, call.project) == (["bash"], True, "run", Path("."))
 
 
 def test_shell_runs_the_command_after_the_double_dash(ran, tmp_path, monkeypatch):
@@ -103,7 +105,7 @@ def test_lab_runs_the_jupyter_flavour_with_a_fresh_token_on_loopback(ran, tmp_pa
     assert first.image == "kerasenv:tf2.21-cpu-jupyter" and first.kind == "lab" and first.command is None
     assert first.ports == {"8888/tcp": ("127.0.0.1", 18765)}
     assert len(first.env["JUPYTER_TOKEN"]) == 48 and first.env["JUPYTER_TOKEN"] != second.env["JUPYTER_TOKEN"]
-    assert first.project == cli.Path(".") and first.detach is False
+    assert first.project == Path(".") and first.detach is False
 
 
 def test_lab_refuses_a_variant_without_a_jupyter_flavour(ran, capsys):

@@ -1,0 +1,141 @@
+"""`kerasenv bench`, `bench-report` and `size`: training throughput, image sizes, and the
+benchmark report made of both.
+
+`size` (build/sizes measures) is registered here: its JSON is the report's input
+(bench/report.sizes_document), and so build/ needs nothing of bench/. `bench` without an id
+asks host/ which image this host calls for.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..errors import KerasenvError, UsageError
+from ..matrix.schema import Matrix
+from ..run.session import say
+
+
+def register(subparsers) -> None:
+    s = subparsers.add_parser("size", help="image sizes, layer attribution, shared bytes, budgets")
+    s.add_argument("ids", nargs="*", metavar="ID", help="variants (default: every one built locally)")
+    s.add_argument("--check", action="store_true", help="exit 1 when an image exceeds its budget")
+    s.add_argument("--json", type=Path, metavar="FILE",
+                   help="also write the sizes as JSON, e.g. benchmarks/results/sizes.json for the report (- for stdout)")
+    s.set_defaults(handler=_cmd_size)
+
+    s = subparsers.add_parser("bench", help="training throughput on the CPU and each GPU: JSON results and the report")
+    s.add_argument("id", nargs="?", metavar="ID",
+                   help="variant (default: the default GPU image when this host can give GPUs, else the CPU image)")
+    s.add_argument("--quick", action="store_true", help="a short run: batch sizes 32,256, jit off, short time boxes")
+    s.add_argument("--models", help="conv,mlp (default: both)")
+    s.add_argument("--batch-sizes", help="comma-separated (default 32,128,512,1024; --quick 32,256)")
+    s.add_argument("--jit", help="XLA jit_compile settings, off,on (default both; --quick off)")
+    s.add_argument("--precision", help="auto (default: float32, plus float16 / bfloat16 on GPUs with compute "
+                                       "capability >= 7.0 / 8.0) or a list of off,float16,bfloat16")
+    s.add_argument("--gpus", default="auto", help="auto | all | none | host GPU indexes like 0,1 "
+                                                  "(each GPU is measured on its own; default auto)")
+    s.add_argument("-o", "--output-dir", type=Path, help="benchmark directory: results/ in it, report.md and "
+                                                         "charts/ (default ./benchmarks)")
+    s.add_argument("--timeout", type=float, default=1800, help="give up on a device after this many seconds")
+    s.add_argument("--report-only", action="store_true", help="measure nothing; regenerate the report from results/")
+    s.set_defaults(handler=_cmd_bench)
+
+    s = subparsers.add_parser("bench-report", help="regenerate the benchmark report (report.md, charts/) from results/")
+    s.add_argument("-o", "--output-dir", type=Path, help="benchmark directory (default ./benchmarks)")
+    s.set_defaults(handler=_cmd_bench_report)
+
+
+def _cmd_size(args, matrix: Matrix) -> int:
+    from ..build import sizes
+    from ..engine import docker_client
+
+    client = docker_client.client()
+    variants = sizes.built_variants(client, matrix, args.ids)
+    measured = sizes.measure_variants(client, variants)
+    # With `--json -` stdout is the JSON document alone; the table goes to stderr.
+    table = sys.stderr if str(args.json) == "-" else sys.stdout
+    print(f"{'image':<26}{'total':>9}{'budget':>9}" + "".join(f"{p:>12}" for p in sizes.PARTS), file=table)
+    for v in variants:
+        m = measured[v.id]
+        budget = f"{v.size_budget_mb / 1000:.2f}" if v.size_budget_mb else "-"
+        print(f"{v.image_ref:<26}{m.total / 1e9:>8.2f}G{budget:>8}G"
+              + "".join(f"{m.parts.get(p, 0) / 1e6:>11.0f}M" for p in sizes.PARTS), file=table)
+    shared = sizes.shared_pairs(measured)
+    for a, b, nbytes in shared:
+        print(f"shared by {a} and {b}: {nbytes / 1e9:.2f} GB", file=table)
+    if args.json:
+        _write_sizes_json(args.json, variants, measured, shared)
+    over = sizes.over_budget(variants, measured)
+    if args.check and over:
+        raise KerasenvError("over budget: " + ", ".join(
+            f"{v.id} {measured[v.id].total / 1e9:.2f} GB > {v.size_budget_mb / 1000:.2f} GB" for v in over))
+    return 0
+
+
+def _write_sizes_json(path: Path, variants, measured, shared) -> None:
+    from . import report as bench_report
+    from . import throughput as bench
+
+    doc = bench_report.sizes_document(variants, measured, shared)
+    if str(path) == "-":
+        print(json.dumps(doc, indent=2))
+    else:
+        bench.write_json(path, doc)
+        print(f"wrote {path}", file=sys.stderr)
+
+
+def _cmd_bench(args, matrix: Matrix) -> int:
+    import time
+
+    from . import report as bench_report
+    from . import throughput as bench
+    from ..engine import docker_client
+    from ..engine import docker_gpus
+    from ..host import doctor
+    from ..host import variant_choice as variants
+
+    if args.report_only:
+        return _cmd_bench_report(args, matrix)
+    # Every input is checked before Docker is asked anything.
+    settings = bench.settings_from(models=args.models, batch_sizes=args.batch_sizes, jit=args.jit,
+                                   precision=args.precision, quick=args.quick)
+    gpus = bench.parse_gpus(args.gpus)
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    v = variants.named(matrix, args.id or None)
+    root = args.output_dir or bench.BENCH_ROOT
+    client = docker_client.client()
+    host_gpus = doctor.probe_nvidia()
+    can_give = gpus != "none" and docker_gpus.can_give(client)
+    if v is None:
+        v = variants.default_for_gpus(matrix, gpus, host_gpus, can_give)
+        print(f"kerasenv: benchmarking {v.image_ref}", file=sys.stderr)
+    devices = bench.plan_devices(v, gpus, host_gpus, can_give, say=say)
+    host = bench.host_info(client, host_gpus)
+    started = time.perf_counter()
+    runs = [bench.run_device(client, v, d, settings, root, host=host, timeout=args.timeout) for d in devices]
+    wall = time.perf_counter() - started
+    for run in runs:
+        for line in bench.summary_lines(run.document):
+            print(line)
+    written = bench_report.generate(root)
+    print(f"kerasenv: bench wall time {wall:.0f} s; report {written['report']} "
+          f"({len(written) - 1} chart(s) in {written['report'].parent / 'charts'})", file=sys.stderr)
+    return 0
+
+
+def _cmd_bench_report(args, matrix: Matrix) -> int:
+    from . import report as bench_report
+    from . import throughput as bench
+
+    root = args.output_dir or bench.BENCH_ROOT
+    if not (root / "results").is_dir():
+        raise UsageError(f"{root / 'results'} does not exist: run `kerasenv bench` first (or pass -o DIR)")
+    written = bench_report.generate(root)
+    print(f"wrote {written['report']}")
+    for name, path in written.items():
+        if name != "report":
+            print(f"wrote {path}")
+    return 0

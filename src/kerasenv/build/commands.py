@@ -1,0 +1,166 @@
+"""`kerasenv generate`, `lock`, `build`, `base-offline`, `sbom` and `clean`: the images'
+files, their builds and their removal.
+
+(`kerasenv size` is bench/commands.py's: its JSON is the benchmark report's input, and that
+way build/ imports nothing of bench/.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from ..errors import KerasenvError, UsageError
+from ..matrix.schema import Matrix
+
+
+def register(subparsers) -> None:
+    s = subparsers.add_parser("generate", help="write Dockerfiles and the README table from the matrix")
+    s.add_argument("--check", action="store_true",
+                   help="write nothing; fail when a committed file differs (drift)")
+    s.set_defaults(handler=_cmd_generate)
+
+    s = subparsers.add_parser("lock", help="re-resolve hash-locked requirements with uv (needs PyPI)")
+    s.add_argument("ids", nargs="*", metavar="ID", help="variants (default: all but ROCm)")
+    s.add_argument("--ca-cert", help="CA bundle for PyPI behind a TLS-intercepting proxy")
+    s.add_argument("--jupyter-only", action="store_true",
+                   help="re-lock only the JupyterLab layer (requirements-jupyter.lock), on the variant's locks")
+    s.set_defaults(handler=_cmd_lock)
+
+    s = subparsers.add_parser("build", help="build variant images as kerasenv:<id>")
+    s.add_argument("ids", nargs="*", metavar="ID", help="variants to build")
+    s.add_argument("--all", action="store_true", help="every variant except ROCm")
+    s.add_argument("--base-image", help="FROM for the Debian-based variants "
+                   "(default: the matrix's, debian:bookworm-slim; env BASE_IMAGE)")
+    s.add_argument("--ca-cert", help="extra CA trusted in the builder stages only (env "
+                   "KERASENV_CA_CERT; default: the host's PIP_CERT / REQUESTS_CA_BUNDLE / SSL_CERT_FILE)")
+    s.add_argument("--no-ca-cert", action="store_true", help="do not pass any CA to the build")
+    s.add_argument("--no-cache", action="store_true", help="build without Docker's layer cache")
+    s.add_argument("--jupyter", action="store_true",
+                   help="also build the JupyterLab flavour kerasenv:<id>-jupyter (cpu and cuda variants)")
+    s.add_argument("--drop-build-cache", action="store_true",
+                   help="remove each build's builder-stage images once its image is built: about the image's "
+                        "size again in disk; the next build of that variant starts cold")
+    s.set_defaults(handler=_cmd_build)
+
+    s = subparsers.add_parser("base-offline", help="make the Debian base image with debootstrap (no registry)")
+    s.add_argument("--suite", default="bookworm", help="Debian suite (default: bookworm)")
+    s.add_argument("--tag", help="image name (default: debian:<suite>-slim)")
+    s.add_argument("--mirror", default="http://deb.debian.org/debian", help="Debian mirror")
+    s.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
+    s.set_defaults(handler=_cmd_base_offline)
+
+    s = subparsers.add_parser("sbom", help="CycloneDX JSON SBOM of an image's Python environment")
+    s.add_argument("id", metavar="ID")
+    s.add_argument("-o", "--output", type=Path, help="file to write (default: sbom-<id>.cdx.json; - for stdout)")
+    s.set_defaults(handler=_cmd_sbom)
+
+    s = subparsers.add_parser("clean", help="remove the project's containers, networks and superseded images "
+                                            "(keeps Docker's build cache)")
+    s.add_argument("--images", action="store_true",
+                   help="also remove every kerasenv:<id> image and the build cache of its stages")
+    s.set_defaults(handler=_cmd_clean)
+
+
+def _cmd_generate(args, matrix: Matrix) -> int:
+    from . import generate
+
+    root = matrix.path.parent.parent
+    if args.check:
+        drift = generate.check(matrix, root)
+        for item in drift:
+            print(f"drift: {item}", file=sys.stderr)
+        if drift:
+            raise KerasenvError(f"{len(drift)} generated file(s) out of date with {matrix.path}: "
+                                "run `make generate` (and `kerasenv lock ID` for locks)")
+        print(f"generated files match {matrix.path}")
+        return 0
+    for path in generate.write(matrix, root):
+        print(f"wrote {path}")
+    return 0
+
+
+def _cmd_lock(args, matrix: Matrix) -> int:
+    from . import locks
+
+    ids = args.ids or [v.id for v in matrix.variants if v.family != "rocm"]
+    for v in matrix.select(ids):
+        if v.family == "rocm":
+            print(f"{v.id}: nothing to lock (AMD's base image brings TensorFlow)")
+            continue
+        folder = matrix.path.parent / v.id
+        if not args.jupyter_only:
+            for path in locks.write(v, folder, locks.resolve(v, ca_cert=args.ca_cert, folder=folder)):
+                print(f"wrote {path}")
+        if matrix.jupyter and v in matrix.with_jupyter():
+            lab = matrix.jupyter.jupyterlab
+            pins = locks.resolve_jupyter(v, folder, lab, ca_cert=args.ca_cert)
+            print(f"wrote {locks.write_jupyter(v, folder, lab, pins)} ({len(pins)} packages)")
+    return 0
+
+
+def _cmd_build(args, matrix: Matrix) -> int:
+    from . import images as build
+    from ..engine import docker_client
+
+    if args.all:
+        variants = matrix.debian_based
+    elif args.ids:
+        variants = matrix.select(args.ids)
+    else:
+        raise UsageError(f"name the variants to build (or --all); valid ids: {', '.join(matrix.ids)}")
+    ca_cert = None if args.no_ca_cert else build.default_ca_cert(args.ca_cert)
+    if ca_cert:
+        build.read_ca_cert(ca_cert)  # fail before touching Docker
+    client = docker_client.client()
+    if args.jupyter and not [v for v in variants if v in matrix.with_jupyter()]:
+        raise UsageError(f"--jupyter: none of {', '.join(v.id for v in variants)} has a JupyterLab flavour "
+                         f"(those that do: {', '.join(v.id for v in matrix.with_jupyter())})")
+    client = docker_client.client()
+    options = dict(base_image=args.base_image or os.environ.get("BASE_IMAGE"), ca_cert=ca_cert, no_cache=args.no_cache)
+    results = []
+    for v in variants:
+        built = [build.build(client, matrix, v, **options)]
+        if args.jupyter and v in matrix.with_jupyter():
+            built.append(build.build(client, matrix, v, jupyter=True, **options))
+        for result in built if args.drop_build_cache else ():
+            build.drop_build_cache(client, result, lambda line: print(line, file=sys.stderr))
+        results += [(v.jupyter_ref if i else v.image_ref, r) for i, r in enumerate(built)]
+    for ref, r in results:
+        print(f"{ref}\t{r.size_bytes / 1e9:.2f} GB\t{r.seconds:.0f} s")
+    return 0
+
+
+def _cmd_base_offline(args, matrix: Matrix) -> int:
+    from . import base_offline
+    from ..engine import docker_client
+
+    base_offline.make(docker_client.client(), suite=args.suite, tag=args.tag, mirror=args.mirror,
+                      force=args.force, say=lambda m: print(m, file=sys.stderr))
+    return 0
+
+
+def _cmd_sbom(args, matrix: Matrix) -> int:
+    from . import sbom
+    from ..engine import docker_client
+
+    v = matrix.get(args.id)
+    bom = sbom.generate(docker_client.client(), v)
+    if str(args.output) == "-":
+        print(json.dumps(bom, indent=2))
+        return 0
+    path = args.output or Path(f"sbom-{v.id}.cdx.json")
+    sbom.write(bom, path)
+    print(f"wrote {path}: {len(bom.get('components', []))} components", file=sys.stderr)
+    return 0
+
+
+def _cmd_clean(args, matrix: Matrix) -> int:
+    from . import clean
+    from ..engine import docker_client
+
+    done = clean.clean(docker_client.client(), matrix, images=args.images, say=print)
+    print(f"clean: {done.containers} container(s), {done.reclaimed_bytes / 1e6:.0f} MB reclaimed")
+    return 0

@@ -1,0 +1,48 @@
+"""`kerasenv list`: the variants of the matrix, as text, the README table, JSON or ids.
+
+(`kerasenv matrix`, the CI's view of the matrix, is publish/commands.py's: its rows carry
+each variant's full tag, a fact of publish/tags.)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from . import table
+from .schema import Matrix
+
+
+def register(subparsers) -> None:
+    s = subparsers.add_parser("list", help="list the variants of the matrix")
+    fmt = s.add_mutually_exclusive_group()
+    fmt.add_argument("--markdown", action="store_true", help="the README variant table")
+    fmt.add_argument("--json", action="store_true", help="one object per variant")
+    fmt.add_argument("--ids", action="store_true", help="ids only, one a line")
+    s.add_argument("--debian-based", action="store_true",
+                   help="only the variants built FROM Debian (all but ROCm): what `build --all` and CI build")
+    s.set_defaults(handler=_cmd_list)
+
+
+def _cmd_list(args, matrix: Matrix) -> int:
+    if args.markdown:
+        sys.stdout.write(table.markdown(matrix))
+    elif args.ids:
+        print("\n".join(v.id for v in (matrix.debian_based if args.debian_based else matrix.variants)))
+    elif args.json:
+        rows = []
+        for v in matrix.variants:
+            row = {k: val for k, val in vars(v).items() if val is not None and k != "gpu_evidence"}
+            row.update(image=v.image_ref, min_driver=v.min_driver, min_driver_ptx_jit=v.min_driver_ptx,
+                       cuda_wheels_driver=v.min_driver_toolkit,
+                       cuda_compute_capabilities=list(v.compute_capabilities),
+                       cuda_stack_provenance=vars(v.provenance) if v.provenance else None)
+            rows.append({k: val for k, val in row.items() if val not in (None, [])})
+        print(json.dumps(rows, indent=2))
+    else:
+        for v in matrix.variants:
+            stack = {"cuda": f"CUDA {v.cuda} / cuDNN {v.cudnn}", "rocm": f"ROCm {v.rocm}"}.get(v.family, "CPU")
+            print(f"{v.id:<18} TF {v.tensorflow:<7} Keras {v.keras:<7} Python {v.python:<5} {stack}")
+            if v.provenance:
+                print(f"{'':<18} stack: {v.provenance.one_line()}")
+    return 0

@@ -1,0 +1,74 @@
+"""`kerasenv push`, `pull`, `tags` and `matrix`: what a variant is called in a registry, and
+moving images there and back.
+
+`matrix` (the CI's strategy matrix) lives here rather than in matrix/ because each row
+carries the variant's full tag, publish/tags' fact, and matrix/ may not import publish/.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..matrix.schema import Matrix
+
+
+def register(subparsers) -> None:
+    for command, text in (("push", "tag (short, full, latest-*) and push variant images to a registry"),
+                          ("pull", "pull variant images and check their labels against the matrix")):
+        s = subparsers.add_parser(command, help=text)
+        s.add_argument("ids", nargs="+", metavar="ID")
+        s.add_argument("--registry", required=True, help="e.g. ghcr.io/you, or 127.0.0.1:5000")
+        s.add_argument("--json", action="store_true", help="one JSON object per image on stdout")
+        s.set_defaults(handler=_cmd_transfer)
+
+    s = subparsers.add_parser("matrix", help="the variant matrix for CI (GitHub Actions `fromJSON`)")
+    s.add_argument("--github", action="store_true", required=True, help="a JSON list for strategy.matrix.include")
+    s.add_argument("--family", choices=("cpu", "cuda", "rocm"), action="append",
+                   help="only these families (repeatable; default all)")
+    s.set_defaults(handler=_cmd_matrix)
+
+    s = subparsers.add_parser("tags", help="the tags of each variant")
+    s.add_argument("ids", nargs="*", metavar="ID")
+    s.add_argument("--registry", default="", help="prefix the repository with this registry")
+    s.set_defaults(handler=_cmd_tags)
+
+
+def _cmd_transfer(args, matrix: Matrix) -> int:
+    from . import registry
+    from ..engine import docker_client
+
+    client = docker_client.client()
+    action = registry.push if args.command == "push" else registry.pull
+    stale = False
+    for v in matrix.select(args.ids):
+        t = action(client, matrix, v, args.registry)
+        stale = stale or bool(t.stale)
+        line = {"variant": v.id, "ref": t.ref, "digest": t.digest, "seconds": round(t.seconds, 1),
+                "layers_transferred": t.layers_sent, "layers_already_there": t.layers_skipped,
+                "stale_labels": {k: list(pair) for k, pair in t.stale.items()}}
+        print(json.dumps(line) if args.json else
+              f"{t.ref}@{t.digest}\t{t.seconds:.0f} s\t{t.layers_sent} layers sent, {t.layers_skipped} already there")
+    return 0
+
+
+def _cmd_matrix(args, matrix: Matrix) -> int:
+    from . import tags
+
+    rows = []
+    for v in matrix.variants:
+        if args.family and v.family not in args.family:
+            continue
+        stack = {"cuda": f"CUDA {v.cuda} / cuDNN {v.cudnn}", "rocm": f"ROCm {v.rocm}"}.get(v.family, "CPU")
+        rows.append({"id": v.id, "family": v.family, "name": f"{v.id} (TF {v.tensorflow}, {stack})",
+                     "tensorflow": v.tensorflow, "cuda": v.cuda or "", "full_tag": tags.full_tag(v)})
+    print(json.dumps(rows, separators=(",", ":")))
+    return 0
+
+
+def _cmd_tags(args, matrix: Matrix) -> int:
+    from . import tags
+
+    for v in (matrix.select(args.ids) if args.ids else matrix.variants):
+        repo = tags.repository(args.registry)
+        print(" ".join(f"{repo}:{t}" for t in tags.tags(matrix, v)))
+    return 0
