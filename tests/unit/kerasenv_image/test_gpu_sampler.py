@@ -1,4 +1,5 @@
-"""GPU sampling for `kerasenv bench`: parsing recorded real `nvidia-smi --query-gpu` loops
+"""GPU sampling (kerasenv_image.gpu_sampler; `kerasenv bench` on the host and GpuMonitor in
+the images): parsing recorded real `nvidia-smi --query-gpu` loops
 (tests/fixtures/nvidia-smi-query/, SOURCES.md there) and attributing samples to a
 steady-state window. Expected values were read off the recordings by hand (and with awk),
 not computed by the code under test."""
@@ -10,7 +11,7 @@ from datetime import datetime
 
 import pytest
 
-from kerasenv.bench import gpu_sampler
+from kerasenv_image import gpu_sampler
 
 from ..conftest import REPO
 
