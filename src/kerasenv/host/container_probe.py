@@ -51,17 +51,22 @@ def probe_json(client, v: Variant, command: list[str], gpus: str) -> dict:
     stdout, stderr = io.StringIO(), io.StringIO()
     result = runner.run(client, v, command, gpus=gpus, runs_dir=None, user=None,
                         kind="probe", stream=stderr, stdout=stdout, network="none")
-    return parse_output(stdout.getvalue(), result.exit_code)
+    return parse_output(stdout.getvalue(), result.exit_code, stderr.getvalue())
 
 
-def parse_output(stdout: str, exit_code: int) -> dict:
-    """The probe's last JSON line, or a failure entry naming the exit status."""
+def parse_output(stdout: str, exit_code: int, stderr: str = "") -> dict:
+    """The probe's last JSON line, or a failure entry naming the exit status (and, for an
+    image built before the probe was part of kerasenv_image, the rebuild it needs)."""
     for line in reversed(stdout.strip().splitlines()):
         if line.startswith("{"):
             try:
                 return json.loads(line)
             except ValueError:
                 break
+    if "No module named 'kerasenv_image" in stderr:
+        return {"nvidia_smi_l": f"probe failed (exit {exit_code}): this image has no {gpu_libraries.__name__}, "
+                                "it was built by an older kerasenv; rebuild it (`make build VARIANT=<id>`)",
+                "tf_gpus": []}
     return {"nvidia_smi_l": f"probe failed (exit {exit_code})", "tf_gpus": []}
 
 

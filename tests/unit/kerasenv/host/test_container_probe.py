@@ -24,6 +24,17 @@ def test_no_json_or_broken_json_is_a_failure_naming_the_exit_status():
     assert container_probe.parse_output("", 139) == expected
 
 
+def test_an_image_without_the_probe_module_is_told_to_rebuild():
+    # What kerasenv:tf2.21-cpu built before the probes moved into kerasenv_image printed.
+    stderr = ("/opt/venv/bin/python: Error while finding module specification for "
+              "'kerasenv_image.probes.gpu_libraries' (ModuleNotFoundError: No module named 'kerasenv_image.probes')\n")
+    data = container_probe.parse_output("", 1, stderr)
+    assert data["tf_gpus"] == [] and data["nvidia_smi_l"].startswith("probe failed (exit 1): ")
+    assert "rebuild it (`make build VARIANT=<id>`)" in data["nvidia_smi_l"]
+    assert container_probe.parse_output("", 139, "Segmentation fault\n") == \
+        {"nvidia_smi_l": "probe failed (exit 139)", "tf_gpus": []}
+
+
 def _probe(monkeypatch, answer):
     calls = []
 
