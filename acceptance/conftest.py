@@ -179,9 +179,11 @@ class TrackedContainer:
         code, out = self.container.exec_run(cmd, user=user, environment=env, demux=False)
         return code, out.decode(errors="replace")
 
-    def python_json(self, code: str, *, user: str = "") -> dict:
-        exit_code, out = self.exec(["python", "-c", code], user=user, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
-        assert exit_code == 0, f"probe exited {exit_code}:\n{out[-3000:]}"
+    def probe_json(self, probe, *, user: str = "") -> dict:
+        """Run one of the image's own probes (a kerasenv_image.probes module, `python -m`);
+        the JSON line it prints."""
+        exit_code, out = self.exec(["python", "-m", probe.__name__], user=user, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+        assert exit_code == 0, f"probe {probe.__name__} exited {exit_code}:\n{out[-3000:]}"
         return json.loads(out.strip().splitlines()[-1])
 
     def remove(self) -> None:
@@ -201,9 +203,9 @@ def box(docker, target):
 @pytest.fixture(scope="module")
 def inventory(box):
     """What the image holds, as its default user sees it (one TensorFlow import per module)."""
-    from .probes import INVENTORY
+    from kerasenv_image.probes import inventory
 
-    return box.python_json(INVENTORY)
+    return box.probe_json(inventory)
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ SITE = "/opt/venv/lib/python{python}/site-packages/nvidia"
 
 @pytest.fixture(scope="module")
 def audit(box):
-    from .probes import CUDA_AUDIT
+    from kerasenv_image.probes import cuda_audit
 
-    return box.python_json(CUDA_AUDIT, user="0")
+    return box.probe_json(cuda_audit, user="0")
 
 
 @pytest.mark.parametrize("library, wheel", [("cudnn", "nvidia-cudnn"), ("cublas", "nvidia-cublas")])

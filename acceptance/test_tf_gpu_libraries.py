@@ -2,8 +2,8 @@
 
 TensorFlow registers a GPU only if `TryDlopenCUDALibraries()` can dlopen cudart, cuBLAS,
 cuBLASLt, cuFFT, cuSOLVER, cuSPARSE and cuDNN. No GPU is needed to call it, so these
-tests call that very function (src/kerasenv/host/gpu_libraries_probe.py) and then load what TF
-and cuDNN open later: cuDNN's sub-libraries, NVRTC, NCCL, CUPTI, nvJitLink.
+tests call that very function (the image's own probe, `python -m kerasenv_image.probes.gpu_libraries`)
+and then load what TF and cuDNN open later: cuDNN's sub-libraries, NVRTC, NCCL, CUPTI, nvJitLink.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from kerasenv.host import gpu_libraries_probe
+from kerasenv_image.probes import gpu_libraries
 
 from .conftest import run_once
 
@@ -32,7 +32,7 @@ def parse(code: int, out: str) -> dict:
 
 
 def probe_in(box_or_run, **kwargs) -> dict:
-    return parse(*box_or_run(["python", "-c", gpu_libraries_probe.source()], **kwargs))
+    return parse(*box_or_run(["python", "-m", gpu_libraries.__name__], **kwargs))
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ def test_libraries_tensorflow_and_cudnn_open_later_load_by_soname(probe, target,
 def test_cudnn_sublibraries_match_the_cudnn_major(probe, target):
     cudnn_major = target.variant.cudnn.split(".")[0]
     assert probe["cudnn_major"] == cudnn_major
-    assert list(probe["later"]["cudnn"]) == list(gpu_libraries_probe.CUDNN_SUBLIBRARIES[cudnn_major])
+    assert list(probe["later"]["cudnn"]) == list(gpu_libraries.CUDNN_SUBLIBRARIES[cudnn_major])
 
 
 def test_check_passes_under_an_arbitrary_uid_with_group_0(docker, target):
@@ -94,7 +94,7 @@ def test_check_passes_with_an_empty_environment(docker, target):
 
 def test_check_passes_in_a_subprocess(docker, target):
     code = ("import subprocess, sys; "
-            "sys.exit(subprocess.run([sys.executable, '-c', sys.argv[1]]).returncode)")
+            "sys.exit(subprocess.run([sys.executable, '-m', sys.argv[1]]).returncode)")
     result = probe_in(lambda cmd: fresh(docker, target, ["python", "-c", code, cmd[2]]))
     assert result["try_dlopen_ok"] and result["later_ok"], result["failed"]
 
@@ -103,7 +103,6 @@ def test_check_passes_after_the_container_toolkits_ldconfig(docker, target):
     """The NVIDIA Container Toolkit reruns ldconfig in the container at start (to add the
     driver's libraries); the image's configuration must survive a rebuilt cache."""
     script = ("ldconfig && exec setpriv --reuid=1000 --regid=1000 --clear-groups "
-              "/opt/venv/bin/python -c \"$PROBE\"")
-    result = parse(*fresh(docker, target, ["bash", "-c", script], user="0",
-                          environment={"PROBE": gpu_libraries_probe.source()}))
+              f"/opt/venv/bin/python -m {gpu_libraries.__name__}")
+    result = parse(*fresh(docker, target, ["bash", "-c", script], user="0"))
     assert result["try_dlopen_ok"] and result["later_ok"], result["failed"]

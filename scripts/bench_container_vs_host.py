@@ -65,7 +65,10 @@ def main() -> int:
             container = ["docker", "run", "--rm", "--network", "none", "--shm-size", "2g", "--init",
                          "-e", "TF_CPP_MIN_LOG_LEVEL=2", image, "python", "/opt/kerasenv/smoke_train.py",
                          "--output-dir", f"/tmp/run{i}", *SMOKE_ARGS]
-            host = [str(venv / "bin" / "python"), str(REPO / "scripts" / "smoke_train.py"),
+            # The image's default command, from the checkout: run as a script, smoke_train.py
+            # has its own folder (images/common) on sys.path, so the host venv (the lock's
+            # packages only) imports kerasenv_image from there, the same code as in the image.
+            host = [str(venv / "bin" / "python"), str(REPO / "images" / "common" / "smoke_train.py"),
                     "--output-dir", f"{tmp}/host{i}", *SMOKE_ARGS]
             results["container"].append(run_once(container))
             results["host"].append(run_once(host, env))

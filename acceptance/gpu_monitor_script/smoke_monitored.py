@@ -13,10 +13,8 @@ import sys
 import time
 from types import SimpleNamespace
 
-sys.path.insert(0, "/opt/kerasenv")
-
-from kerasenv_image import gpu_monitor  # noqa: E402
-from kerasenv_image.smoke import main, training  # noqa: E402
+from kerasenv_image import gpu_monitor  # no path set-up: the image's .pth file has it
+from kerasenv_image.smoke import main, training
 
 STEP_FLOOR_S = 0.04  # 32 steps: at least 1.3 s an epoch, 4 or more samples after settling
 _monitor_class = gpu_monitor.monitor_class

@@ -5,11 +5,9 @@ is profiling.input_wait(...)."""
 
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, "/opt/kerasenv")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402

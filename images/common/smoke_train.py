@@ -1,17 +1,8 @@
-#!/usr/bin/env python3
-"""/opt/kerasenv/smoke_train.py, the images' default command: runs kerasenv_image.smoke.
+"""/opt/kerasenv/smoke_train.py, the images' default command: the smoke training,
+kerasenv_image.smoke (`python -m kerasenv_image.smoke` is the same run); this path stays
+for compose, Kubernetes and the docs. Run as a script, its own folder is on sys.path."""
 
-The code lives in the package beside this file (images/common/kerasenv_image/smoke/);
-this path stays so `docker run kerasenv:<id> python /opt/kerasenv/smoke_train.py ...`,
-compose, Kubernetes and the docs keep working.
-"""
-
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from kerasenv_image.smoke.main import exit_now, main  # noqa: E402
+from kerasenv_image.smoke.main import exit_now, main
 
 if __name__ == "__main__":
     exit_now(main())

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+# The smoke's out-of-memory code, passed through; also for a container the kernel OOM-killed.
+from kerasenv_image.smoke.errors import EXIT_OOM  # noqa: F401
+
 # Exit codes of the `kerasenv` CLI (documented in the README).
 EXIT_OK = 0
 EXIT_FAILURE = 1  # the operation ran and failed (e.g. a build step failed)
 EXIT_USAGE = 2  # bad input or an unusable host: nothing was attempted
-EXIT_OOM = 5  # the smoke script's out-of-memory code, also for a container the kernel OOM-killed
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C)
 EXIT_TERMINATED = 143  # SIGTERM (docker stop, kill, a CI runner's timeout)
 EXIT_BROKEN_PIPE = 141  # stdout's reader went away (`kerasenv list | head -1`), as for SIGPIPE

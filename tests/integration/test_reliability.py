@@ -175,7 +175,7 @@ def test_resource_exhausted_maps_to_exit_5_with_the_advice(built_images, contain
     """TensorFlow's ResourceExhaustedError (what a GPU out of memory raises) from a real
     allocation too big for the allocator, inside the real image."""
     code = (
-        "import sys; sys.path.insert(0, '/opt/kerasenv'); from kerasenv_image.smoke import main as s\n"
+        "import sys; from kerasenv_image.smoke import main as s\n"
         "def train(tf, keras, args, report, gpus):\n"
         "    return tf.zeros([2**22, 2**22], tf.float32).numpy()\n"  # 64 TiB
         "s.train = train\n"
@@ -207,7 +207,7 @@ def test_full_disk_during_training_fails_with_exit_6_and_leaves_no_report(built_
 def test_report_write_on_a_full_disk_leaves_neither_report_nor_temp_file(built_images, container, matrix):
     """The report itself is what does not fit: an old report.json survives whole."""
     code = (
-        "import json, os, sys; sys.path.insert(0, '/opt/kerasenv'); from kerasenv_image.smoke import report as s\n"
+        "import json, os, sys; from kerasenv_image.smoke import report as s\n"
         "d = '/workspace/runs/r'; os.makedirs(d)\n"
         "assert s.write_report({'status': 'old'}, d)\n"
         "with open(d + '/filler', 'wb') as f:\n"

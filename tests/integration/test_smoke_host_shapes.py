@@ -77,7 +77,7 @@ def test_tf_keras_2_multi_worker_trains_in_lockstep(keras2_image, docker, tmp_pa
 # --- TensorFlow runtime errors, injected where the GPU stack raises them ---------------------
 
 INJECT = (
-    "import sys; sys.path.insert(0, '/opt/kerasenv')\n"
+    "import sys\n"
     "from kerasenv_image.smoke import main as s\n"
     "def placement_check(tf, gpus):\n"
     "    import os; os.write(2, ({log!r} + '\\n').encode())\n"
@@ -117,7 +117,7 @@ def test_each_tensorflow_error_class_gets_its_kind_exit_code_and_a_report(
 
 def test_a_placement_off_the_requested_device_fails_the_run(built_images, container, matrix):
     code = (
-        "import sys; sys.path.insert(0, '/opt/kerasenv')\n"
+        "import sys\n"
         "from kerasenv_image.smoke import main as s\n"
         "real = s.placement_check\n"
         "def placement_check(tf, gpus):\n"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,6 @@ import pytest
 from kerasenv.matrix import schema as matrix_mod
 
 REPO = Path(__file__).resolve().parents[2]
-# The in-image package (kerasenv_image), importable here as in the images' /opt/kerasenv.
-sys.path.insert(0, str(REPO / "images" / "common"))
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,6 @@
 """GpuMonitor: GPU utilisation and memory as TensorBoard scalars, per epoch, for any fit().
 
-    import sys; sys.path.insert(0, "/opt/kerasenv")     # or PYTHONPATH=/opt/kerasenv
-    from kerasenv_image import GpuMonitor
+    from kerasenv_image import GpuMonitor               # /opt/kerasenv is on every image's Python path
 
     monitor = GpuMonitor("runs/my-run/tensorboard")     # scalars go to .../tensorboard/gpu
     model.fit(dataset, epochs=5, callbacks=[monitor, keras.callbacks.TensorBoard("runs/my-run/tensorboard")])

@@ -1,8 +1,8 @@
 """GPU utilisation and memory over time: `nvidia-smi --query-gpu ... -lms N` sampling in
 the background, and the mean over a steady-state window.
 
-One implementation, two users: `kerasenv bench` on the host (src/kerasenv/gpu_sampler.py
-loads this very file) and, inside the images (/opt/kerasenv/kerasenv_image/), the Keras
+One implementation, two users: `kerasenv bench` on the host (src/kerasenv/bench/throughput.py
+imports this module) and, inside the images (/opt/kerasenv/kerasenv_image/), the Keras
 callback `kerasenv_image.GpuMonitor`. Standard library only, Python >= 3.10, nothing
 imported from the host package.
 

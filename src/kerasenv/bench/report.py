@@ -460,7 +460,7 @@ def markdown(docs: list[dict], rs: list[dict], sizes: dict | None, charts: dict[
         L.append(f"| {a['name']} | {size} | {a['source']} |")
     L += ["", "## How it is measured", "",
           "- One container per device, started by `kerasenv bench` from the project's image; the CPU run gets no GPU. "
-          "`scripts/bench_train.py` is mounted read-only (no rebuild).",
+          "It runs the image's own bench, `python -m kerasenv_image.bench`.",
           "- Synthetic data: one batch held in memory and repeated, so the figures are the training step, not an input pipeline.",
           "- Time to first step: model build + compile + the first `fit` step (tracing, XLA compilation with jit on).",
           "- Steady state: after the first step and the warm-up steps, at least `min_steps` timed steps and until the "

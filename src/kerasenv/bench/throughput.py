@@ -1,12 +1,12 @@
 """`kerasenv bench`: training throughput per device, in the project's own images.
 
 One container per device, each removed on every exit path: the CPU (the container gets
-no GPU) and every GPU on its own (`--gpus device=N`). The in-container script,
-`scripts/bench_train.py`, is mounted read-only at /opt/kerasenv-bench (as `kerasenv
-sbom` mounts its tool), so benchmarking needs no image rebuild. While a GPU container
-runs, `nvidia-smi --query-gpu ... -lms N` samples that GPU on the host
-(`gpu_sampler`), and the samples inside each configuration's steady-state window are
-averaged into its utilisation.
+no GPU) and every GPU on its own (`--gpus device=N`). Each runs the image's own bench,
+`python -m kerasenv_image.bench` (images/common/kerasenv_image/bench/, installed in every
+image at /opt/kerasenv). While a GPU container runs, `nvidia-smi --query-gpu ... -lms N`
+samples that GPU on the host (kerasenv_image.gpu_sampler, the images' own sampler), and
+the samples inside each configuration's steady-state window are averaged into its
+utilisation.
 
 Results: `<DIR>/results/bench-<variant>-<device>.json` (written atomically), then the
 report `<DIR>/report.md` and `<DIR>/charts/*.png` are regenerated from every result
@@ -25,20 +25,16 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from kerasenv_image import bench as in_image_bench
+from kerasenv_image import gpu_sampler
+from kerasenv_image.bench.protocol import EXIT_NO_GPU, JIT_CHOICES, MODELS, PRECISIONS, RESULT_PREFIX
+
 from .. import __version__
-from . import gpu_sampler
 from ..errors import KerasenvError, UsageError
 from ..matrix.schema import REPO_ROOT, Variant
 
 BENCH_ROOT = REPO_ROOT / "benchmarks"
-SCRIPT = REPO_ROOT / "scripts" / "bench_train.py"
-MOUNT_DIR = "/opt/kerasenv-bench"
-RESULT_PREFIX = "KERASENV_BENCH_RESULT "
-SCHEMA = 1
-MODELS = ("conv", "mlp")
-JIT = ("off", "on")
-PRECISIONS = ("off", "float16", "bfloat16")
-EXIT_NO_GPU = 3
+SCHEMA = 1  # of the host's result document (kind kerasenv-bench), which wraps the container's
 
 
 class NoGpuForBench(KerasenvError):
@@ -140,7 +136,7 @@ def settings_from(*, models: str | None, batch_sizes: str | None, jit: str | Non
     return Settings(
         models=parse_choices(models, MODELS, "--models") if models is not None else list(MODELS),
         batch_sizes=parse_batch_sizes(batch_sizes) if batch_sizes is not None else list(base["batch_sizes"]),
-        jit=parse_choices(jit, JIT, "--jit") if jit is not None else list(base["jit"]),
+        jit=parse_choices(jit, JIT_CHOICES, "--jit") if jit is not None else list(base["jit"]),
         precision=parse_precision(precision) if precision is not None else "auto",
         warmup_steps=base["warmup_steps"], min_steps=base["min_steps"], max_steps=base["max_steps"],
         time_box_s=base["time_box_s"], gpu_time_box_s=base["gpu_time_box_s"], quick=quick)
@@ -220,7 +216,7 @@ def plan_devices(v: Variant, gpus: str | list[int], host_gpus, docker_gpus: bool
 # --- running one device ----------------------------------------------------------------
 
 def container_command(v: Variant, settings: Settings, device: Device) -> list[str]:
-    return [v.interpreter, f"{MOUNT_DIR}/bench_train.py", *settings.container_args(device.kind)]
+    return [v.interpreter, "-m", in_image_bench.__name__, *settings.container_args(device.kind)]
 
 
 class _ProgressRelay:
@@ -253,7 +249,6 @@ def run_container(client, v: Variant, command: list[str], *, gpus_request: str, 
     try:
         result = runner.run(client, v, command, gpus=gpus_request, runs_dir=None, user=None,
                             env={"TF_CPP_MIN_LOG_LEVEL": "2"}, network="none", kind="bench",
-                            extra_volumes={str(SCRIPT): {"bind": f"{MOUNT_DIR}/bench_train.py", "mode": "ro"}},
                             timeout=timeout, stream=stderr, stdout=stdout)
     except runner.RunTimeout as exc:
         raise KerasenvError(f"the bench container did not finish: {exc.message}; use --quick or fewer "

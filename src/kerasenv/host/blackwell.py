@@ -20,10 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Which GPUs are Blackwell is the in-image package's fact (the smoke and the bench use it
+# inside the images); the doctor draws the same line by importing it.
+from kerasenv_image.blackwell import is_blackwell  # noqa: F401 - doctor calls blackwell.is_blackwell
+
 from ..matrix.schema import Variant
 from ..matrix.tested_builds import version_tuple
 
-BLACKWELL_MAJORS = (10, 11, 12)  # sm_100/sm_101/sm_103, sm_110, sm_120/sm_121
 CUDNN_FIRST_BLACKWELL = "9.7"
 # The first TF release whose XLA can emit PTX for Blackwell: none yet (2.21 is the newest
 # release we know; tensorflow/tensorflow#111958 was open against it).
@@ -38,10 +41,6 @@ class Verdict:
     status: str  # "FAIL" | "WARN"
     message: str
     fix: str
-
-
-def is_blackwell(compute_capability: str) -> bool:
-    return int(compute_capability.split(".")[0]) in BLACKWELL_MAJORS
 
 
 def xla_can_target(tensorflow: str) -> bool:

@@ -1,14 +1,17 @@
 """`kerasenv doctor --container ID`: what the image itself sees, with the GPU flags.
 
 Inside the image: nvidia-smi -L, TensorFlow's GPU list and, in CUDA images, TensorFlow's
-own GPU-library check (gpu_libraries_probe, sent in as `python -c` source). That check
-needs no GPU, so when Docker cannot give one it still runs, in a container without GPUs.
+own GPU-library check: the image's own probe, `python -m kerasenv_image.probes.gpu_libraries`.
+That check needs no GPU, so when Docker cannot give one it still runs, in a container
+without GPUs.
 """
 
 from __future__ import annotations
 
 import io
 import json
+
+from kerasenv_image.probes import gpu_libraries
 
 from ..errors import KerasenvError
 from ..matrix.schema import Variant
@@ -18,11 +21,10 @@ def probe(v: Variant, gpus: str) -> dict:
     """The probe's findings (nvidia_smi_l, tf_gpus, for CUDA tf_gpu_libraries) and a
     PASS/FAIL `status` for each of them."""
     from ..engine import docker_client
-    from . import gpu_libraries_probe
 
     client = docker_client.client()
-    source = [v.interpreter, "-c", gpu_libraries_probe.source()]
-    command = source + (["--devices"] if v.family == "cuda" else ["--devices-only"])
+    library_check = [v.interpreter, "-m", gpu_libraries.__name__]
+    command = library_check + (["--devices"] if v.family == "cuda" else ["--devices-only"])
     started = True
     try:
         data = probe_json(client, v, command, gpus)
@@ -31,7 +33,7 @@ def probe(v: Variant, gpus: str) -> dict:
         data = {"nvidia_smi_l": exc.message, "tf_gpus": []}
         if v.family == "cuda":
             try:
-                libraries = probe_json(client, v, source, "none")
+                libraries = probe_json(client, v, library_check, "none")
                 data.update({k: libraries[k] for k in ("failed", "later") if k in libraries})
             except KerasenvError:
                 pass
@@ -49,17 +51,22 @@ def probe_json(client, v: Variant, command: list[str], gpus: str) -> dict:
     stdout, stderr = io.StringIO(), io.StringIO()
     result = runner.run(client, v, command, gpus=gpus, runs_dir=None, user=None,
                         kind="probe", stream=stderr, stdout=stdout, network="none")
-    return parse_output(stdout.getvalue(), result.exit_code)
+    return parse_output(stdout.getvalue(), result.exit_code, stderr.getvalue())
 
 
-def parse_output(stdout: str, exit_code: int) -> dict:
-    """The probe's last JSON line, or a failure entry naming the exit status."""
+def parse_output(stdout: str, exit_code: int, stderr: str = "") -> dict:
+    """The probe's last JSON line, or a failure entry naming the exit status (and, for an
+    image built before the probe was part of kerasenv_image, the rebuild it needs)."""
     for line in reversed(stdout.strip().splitlines()):
         if line.startswith("{"):
             try:
                 return json.loads(line)
             except ValueError:
                 break
+    if "No module named 'kerasenv_image" in stderr:
+        return {"nvidia_smi_l": f"probe failed (exit {exit_code}): this image has no {gpu_libraries.__name__}, "
+                                "it was built by an older kerasenv; rebuild it (`make build VARIANT=<id>`)",
+                "tf_gpus": []}
     return {"nvidia_smi_l": f"probe failed (exit {exit_code})", "tf_gpus": []}
 
 

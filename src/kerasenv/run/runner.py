@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from kerasenv_image.smoke.errors import EXIT_NO_GPU  # the smoke's "no GPU" code: one meaning, one number
+
 from ..engine import gpu_request
 from . import mounts as mounts_mod
 from ..engine.docker_client import PROJECT_LABEL
@@ -28,7 +30,6 @@ from ..matrix.schema import Variant
 DEFAULT_SHM = "2g"
 RUNS_IN_CONTAINER = "/workspace/runs"
 SMOKE_SCRIPT = "/opt/kerasenv/smoke_train.py"  # in every image
-EXIT_NO_GPU = 3
 # The driver's PTX JIT cache (CUDA_CACHE_PATH in the CUDA images): a named volume per image,
 # so kernels JIT-compiled for Hopper/Blackwell survive --rm and --user (HOME=/).
 CUDA_CACHE_IN_CONTAINER = "/var/cache/kerasenv/cuda"

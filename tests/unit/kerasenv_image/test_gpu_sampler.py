@@ -1,4 +1,5 @@
-"""GPU sampling for `kerasenv bench`: parsing recorded real `nvidia-smi --query-gpu` loops
+"""GPU sampling (kerasenv_image.gpu_sampler; `kerasenv bench` on the host and GpuMonitor in
+the images): parsing recorded real `nvidia-smi --query-gpu` loops
 (tests/fixtures/nvidia-smi-query/, SOURCES.md there) and attributing samples to a
 steady-state window. Expected values were read off the recordings by hand (and with awk),
 not computed by the code under test."""
@@ -10,7 +11,7 @@ from datetime import datetime
 
 import pytest
 
-from kerasenv.bench import gpu_sampler
+from kerasenv_image import gpu_sampler
 
 from ..conftest import REPO
 
@@ -172,7 +173,11 @@ def test_sampler_runs_and_stops_a_background_nvidia_smi(monkeypatch):
 def test_sampler_reports_what_nvidia_smi_said_when_it_fails(monkeypatch):
     monkeypatch.setenv("KERASENV_FIXTURE_QUERY", "a5000-train-steady")
     sampler = gpu_sampler.NvidiaSmiSampler(FAKE_LOOP, interval_ms=50).start()  # not the recorded query
-    time.sleep(0.5)
+    # Let it fail on its own (a fixed sleep lost the race on a loaded machine: stop() killed the
+    # fake before it had said anything).
+    deadline = time.monotonic() + 30
+    while sampler._proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     parsed = sampler.stop()
     assert parsed.samples == [] and "recorded" in sampler.stderr
 

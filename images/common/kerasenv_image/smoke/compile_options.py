@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..blackwell import is_blackwell
 from .environment import keras_version
 
 
@@ -18,19 +19,13 @@ def choose_precision(args, gpus: list[dict]) -> str:
     return "float32"
 
 
-# Blackwell (compute capability 10.x-12.x): TF's XLA takes its PTX version from the CUDA TF
-# was built with (8.5 for TF 2.21), LLVM needs 8.6 for sm_100 and 8.7 for sm_120, and aborts
-# the whole process ("LLVM ERROR: PTX version 8.5 does not support target 'sm_120'",
-# tensorflow/tensorflow#111958). So "auto" means XLA off there; `kerasenv doctor` says the
-# same (src/kerasenv/host/blackwell.py, BLACKWELL_MAJORS; a unit test keeps the two equal).
-BLACKWELL_MAJORS = (10, 11, 12)
-
-
+# On Blackwell, XLA aborts the whole process (kerasenv_image.blackwell says why), so "auto"
+# means XLA off there.
 def xla_blocker(gpus: list[dict]) -> str | None:
     """Why XLA must stay off on these GPUs, or None."""
     for gpu in gpus:
         cc = gpu.get("compute_capability")
-        if cc and int(cc.split(".")[0]) in BLACKWELL_MAJORS:
+        if cc and is_blackwell(cc):
             return (f"{gpu.get('name')} is a Blackwell GPU (compute capability {cc}): this TensorFlow's "
                     "XLA cannot emit PTX for it (tensorflow/tensorflow#111958)")
     return None

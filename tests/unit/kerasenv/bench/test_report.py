@@ -14,7 +14,7 @@ from datetime import datetime
 import pytest
 
 from kerasenv.bench import report as bench_report
-from kerasenv.bench import gpu_sampler
+from kerasenv_image import gpu_sampler
 
 from ...conftest import REPO
 

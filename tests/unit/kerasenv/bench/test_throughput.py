@@ -13,8 +13,8 @@ import pytest
 from kerasenv.bench import throughput as bench
 from kerasenv import cli
 from kerasenv.host import doctor
-from kerasenv.bench import gpu_sampler
 from kerasenv.errors import KerasenvError, UsageError
+from kerasenv_image import gpu_sampler
 
 from ...conftest import REPO
 
@@ -185,7 +185,7 @@ def test_gpu_device_run_attributes_recorded_samples_to_each_steady_state_window(
     run = bench.run_device(None, v, device, settings, tmp_path, host={"cpu_cores": 2}, runner=runner,
                            sampler_factory=sampler_factory, say=lambda m: None)
     command, request = calls[0]
-    assert request == "device=0" and command[:2] == ["python", "/opt/kerasenv-bench/bench_train.py"]
+    assert request == "device=0" and command[:3] == ["python", "-m", "kerasenv_image.bench"]  # the image's own
     assert command[command.index("--device") + 1] == "gpu"
     assert run.path == tmp_path / "results" / "bench-tf2.21-cuda12.9-gpu0.json"
     doc = json.loads(run.path.read_text())

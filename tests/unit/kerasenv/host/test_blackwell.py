@@ -1,9 +1,8 @@
 """Blackwell GPUs (compute capability 10.x / 12.x): honest per-variant verdicts, and the
-in-image scripts (smoke, bench) follow the same rule: XLA off where TF's XLA cannot target it."""
+in-image tools (smoke, bench) follow the same rule: XLA off where TF's XLA cannot target it
+(the smoke's and the bench's own cases: tests/unit/kerasenv_image/)."""
 
 from __future__ import annotations
-
-import importlib.util
 
 import pytest
 
@@ -11,20 +10,10 @@ from kerasenv.host import blackwell
 from kerasenv.host import doctor
 from kerasenv.host.doctor import FAIL, PASS, WARN
 from kerasenv.host.nvidia_smi import Gpu, HostGpus
+from kerasenv_image.bench import capabilities as bench_capabilities
+from kerasenv_image.smoke import compile_options as smoke_compile_options
 
 from ...conftest import REPO
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-from kerasenv_image.smoke import compile_options as smoke_train  # noqa: E402
-
-bench_train = load_script("bench_train")
 
 
 def host(name: str, cc: str, driver: str = "575.57.08") -> doctor.HostFacts:
@@ -98,34 +87,6 @@ def test_a_mixed_host_reports_the_blackwell_gpu_and_keeps_the_other(real_matrix)
 ])
 def test_every_tool_draws_the_blackwell_line_at_the_same_place(cc, blackwell_gpu):
     assert blackwell.is_blackwell(cc) is blackwell_gpu
-    assert smoke_train.BLACKWELL_MAJORS == bench_train.BLACKWELL_MAJORS == blackwell.BLACKWELL_MAJORS
     gpus = [{"name": "GPU", "compute_capability": cc}]
-    assert (smoke_train.xla_blocker(gpus) is not None) is blackwell_gpu
-    assert bool(bench_train.xla_skipped(["off", "on"], "gpu", cc)) is blackwell_gpu
-
-
-class _Keras3:
-    __version__ = "3.15.1"
-
-
-def test_smoke_turns_xla_off_on_blackwell_and_says_why():
-    value, setting, reason = smoke_train.jit_compile_arg("auto", _Keras3, [
-        {"name": "NVIDIA GeForce RTX 5090", "compute_capability": "12.0"}])
-    assert (value, setting) == (False, "off")
-    assert "RTX 5090" in reason and "#111958" in reason and "--jit-compile on" in reason
-
-
-def test_smoke_keeps_keras_default_elsewhere_and_obeys_an_explicit_choice():
-    a100 = [{"name": "NVIDIA A100", "compute_capability": "8.0"}]
-    assert smoke_train.jit_compile_arg("auto", _Keras3, a100) == ("auto", "auto", None)
-    assert smoke_train.jit_compile_arg("auto", _Keras3, []) == ("auto", "auto", None)  # CPU
-    rtx = [{"name": "RTX 5090", "compute_capability": "12.0"}]
-    assert smoke_train.jit_compile_arg("on", _Keras3, rtx) == (True, "on", None)
-    assert smoke_train.jit_compile_arg("off", _Keras3, a100) == (False, "off", None)
-
-
-def test_bench_skips_only_the_xla_rows_on_blackwell():
-    skipped = bench_train.xla_skipped(["off", "on"], "gpu", "12.0")
-    assert list(skipped) == ["on"] and "aborts the process" in skipped["on"]
-    assert bench_train.xla_skipped(["off"], "gpu", "12.0") == {}
-    assert bench_train.xla_skipped(["off", "on"], "cpu", None) == {}
+    assert (smoke_compile_options.xla_blocker(gpus) is not None) is blackwell_gpu
+    assert bool(bench_capabilities.xla_skipped(["off", "on"], "gpu", cc)) is blackwell_gpu

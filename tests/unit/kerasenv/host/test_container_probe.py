@@ -24,6 +24,17 @@ def test_no_json_or_broken_json_is_a_failure_naming_the_exit_status():
     assert container_probe.parse_output("", 139) == expected
 
 
+def test_an_image_without_the_probe_module_is_told_to_rebuild():
+    # What kerasenv:tf2.21-cpu built before the probes moved into kerasenv_image printed.
+    stderr = ("/opt/venv/bin/python: Error while finding module specification for "
+              "'kerasenv_image.probes.gpu_libraries' (ModuleNotFoundError: No module named 'kerasenv_image.probes')\n")
+    data = container_probe.parse_output("", 1, stderr)
+    assert data["tf_gpus"] == [] and data["nvidia_smi_l"].startswith("probe failed (exit 1): ")
+    assert "rebuild it (`make build VARIANT=<id>`)" in data["nvidia_smi_l"]
+    assert container_probe.parse_output("", 139, "Segmentation fault\n") == \
+        {"nvidia_smi_l": "probe failed (exit 139)", "tf_gpus": []}
+
+
 def _probe(monkeypatch, answer):
     calls = []
 
@@ -68,3 +79,27 @@ def test_a_cpu_image_lists_devices_only_and_has_no_library_line(monkeypatch, rea
     data = container_probe.probe(v, "none")
     assert calls == [("--devices-only", "none")]
     assert data["status"] == {"nvidia_smi_l": "FAIL", "tf_gpus": "FAIL"} and "tf_gpu_libraries" not in data
+
+
+def test_doctor_verdict_passes_with_no_failure_and_names_the_fix_otherwise(real_matrix):
+    v = real_matrix.get(real_matrix.default_gpu)
+    line, status = container_probe.gpu_library_verdict({"failed": [], "later": {"nvjitlink": {}}}, v)
+    assert status == "PASS" and line.startswith("TryDlopenCUDALibraries() OK") and "nvJitLink" in line
+    line, status = container_probe.gpu_library_verdict({"failed": ["TensorFlow cannot dlopen libcusolver.so.11"]}, v)
+    assert status == "FAIL" and "libcusolver.so.11" in line and f"make build VARIANT={v.id}" in line
+    assert "\n" not in line
+    assert container_probe.gpu_library_verdict({}, v)[1] == "FAIL"
+
+
+def test_the_probe_is_the_images_own_module_run_by_the_images_python(monkeypatch, real_matrix):
+    commands = []
+
+    def probe_json(client, v, command, gpus):
+        commands.append(command)
+        return dict(OK)
+
+    monkeypatch.setattr(docker_client, "client", lambda: object())
+    monkeypatch.setattr(container_probe, "probe_json", probe_json)
+    v = real_matrix.get(real_matrix.default_gpu)
+    container_probe.probe(v, "all")
+    assert commands == [[v.interpreter, "-m", "kerasenv_image.probes.gpu_libraries", "--devices"]]

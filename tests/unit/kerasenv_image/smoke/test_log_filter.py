@@ -109,7 +109,6 @@ def test_the_note_counts_what_was_hidden():
 
 TEE = (
     "import os, sys\n"
-    f"sys.path.insert(0, {str(REPO / 'images' / 'common')!r})\n"
     "from kerasenv_image.smoke.log_filter import LogFilter\n"
     "from kerasenv_image.smoke.tf_log import StderrTee\n"
     "t = StderrTee(echo_filter=LogFilter(gpu_device=False) if sys.argv[1] == 'filter' else None).start()\n"

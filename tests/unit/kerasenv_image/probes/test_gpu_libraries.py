@@ -1,12 +1,12 @@
-"""The pure parts of TensorFlow's GPU-library probe (the probe itself runs in the images:
-acceptance/test_tf_gpu_libraries.py) and the doctor's one-line verdict on it."""
+"""The pure parts of TensorFlow's GPU-library probe (kerasenv_image.probes.gpu_libraries; the
+probe itself runs in the images: acceptance/test_tf_gpu_libraries.py)."""
 
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
-from kerasenv.host import gpu_libraries_probe as probe
-from kerasenv.host.container_probe import gpu_library_verdict
+from kerasenv_image.probes import gpu_libraries as probe
 
 
 def test_ok_status_is_the_inlined_rep_of_either_abseil_generation():
@@ -50,20 +50,10 @@ def test_summary_when_the_symbol_is_missing():
     assert probe.summarize(result) == ["TryDlopenCUDALibraries() not found in libtensorflow_framework.so.2"]
 
 
-def test_source_is_a_standalone_program_that_imports_nothing_of_kerasenv():
-    tree = ast.parse(probe.source())
+def test_the_probe_imports_nothing_of_kerasenv_and_tensorflow_only_when_it_runs():
+    tree = ast.parse(Path(probe.__file__).read_text())
     modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-    assert not any(m.startswith("kerasenv") for m in modules)
+    assert not any(m == "kerasenv" or m.startswith("kerasenv.") for m in modules)
     top_level = {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
     assert "tensorflow" not in top_level  # imported inside check(), after stderr is captured
-
-
-def test_doctor_verdict_passes_with_no_failure_and_names_the_fix_otherwise(real_matrix):
-    v = real_matrix.get(real_matrix.default_gpu)
-    line, status = gpu_library_verdict({"failed": [], "later": {"nvjitlink": {}}}, v)
-    assert status == "PASS" and line.startswith("TryDlopenCUDALibraries() OK") and "nvJitLink" in line
-    line, status = gpu_library_verdict({"failed": ["TensorFlow cannot dlopen libcusolver.so.11"]}, v)
-    assert status == "FAIL" and "libcusolver.so.11" in line and f"make build VARIANT={v.id}" in line
-    assert "\n" not in line
-    assert gpu_library_verdict({}, v)[1] == "FAIL"

@@ -9,10 +9,11 @@ do it: cuDNN's sub-libraries, NVRTC (which cuDNN dlopens for runtime-compiled ke
 NCCL (multi-GPU), CUPTI (the profiler), nvJitLink. Each load goes through the dynamic
 loader's normal search, and /proc/self/maps shows which file was mapped.
 
-This file is sent into the container as `python -c` source (`source()` below), so it
-imports nothing of kerasenv. Run as a program it prints one JSON line; with
-`--devices` it also lists TensorFlow's physical GPUs and nvidia-smi -L, and with
-`--devices-only` it lists only those (`kerasenv doctor --container`, every family).
+Run in the image as `python -m kerasenv_image.probes.gpu_libraries` (by `kerasenv doctor
+--container` and the acceptance suite), it prints one JSON line; with `--devices` it also
+lists TensorFlow's physical GPUs and nvidia-smi -L, and with `--devices-only` it lists
+only those (every family). TensorFlow is imported inside check(), after stderr is
+captured, so importing this module (the host does, for CUDNN_SUBLIBRARIES) is cheap.
 """
 
 from __future__ import annotations
@@ -201,16 +202,14 @@ def summarize(result: dict) -> list[str]:
     return failed
 
 
-def source() -> str:
-    """This module's source, to run inside a container with `python -c`."""
-    with open(__file__) as f:
-        return f.read()
+def main(argv: list[str]) -> None:
+    # --devices: also the GPUs; --devices-only: just those (CPU and ROCm images, which
+    # have no CUDA libraries to check).
+    if "--devices-only" in argv:
+        print(json.dumps(gpu_devices()))
+    else:
+        print(json.dumps(check(with_devices="--devices" in argv)))
 
 
 if __name__ == "__main__":
-    # --devices: also the GPUs; --devices-only: just those (CPU and ROCm images, which
-    # have no CUDA libraries to check).
-    if "--devices-only" in sys.argv[1:]:
-        print(json.dumps(gpu_devices()))
-    else:
-        print(json.dumps(check(with_devices="--devices" in sys.argv[1:])))
+    main(sys.argv[1:])
