@@ -200,12 +200,23 @@ def box(docker, target):
         tracked.remove()
 
 
-@pytest.fixture(scope="module")
-def inventory(box):
-    """What the image holds, as its default user sees it (one TensorFlow import per module)."""
-    from kerasenv_image.probes import inventory
+@pytest.fixture(scope="session")
+def inventories() -> dict:
+    """Image reference -> its inventory, for the whole session (see `inventory`)."""
+    return {}
 
-    return box.probe_json(inventory)
+
+@pytest.fixture(scope="module")
+def inventory(inventories, target, request):
+    """What the image holds, as its default user sees it: read once per image and shared by
+    every module. The probe imports TensorFlow (5-10 s in a CUDA image), and what it reads
+    (files, versions, environment of a fresh container's default user) is the image's: no
+    check writes into the image, and each module still runs its own checks in its own box."""
+    from kerasenv_image.probes import inventory as probe
+
+    if target.ref not in inventories:
+        inventories[target.ref] = request.getfixturevalue("box").probe_json(probe)
+    return inventories[target.ref]
 
 
 @pytest.fixture(scope="module")
