@@ -1,31 +1,45 @@
 """Derive every generated file from the matrix, and detect drift.
 
-Generated: images/<id>/Dockerfile, images/<id>/jupyter.Dockerfile (the JupyterLab flavour),
-images/<id>/build-ca.md, images/.dockerignore
-(images/ is the one build context of every image) and the README variant table. Checked (not generated, since `kerasenv lock` needs the network):
-that every lock file agrees with the matrix.
+Generated from the templates in images/templates/: images/<id>/Dockerfile,
+images/<id>/jupyter.Dockerfile (the JupyterLab flavour) and images/.dockerignore (images/ is the
+one build context of every image), and the README variant table. The build steps' scripts and
+the build-ca.md every build copies are plain files in images/build/. Checked (not generated,
+since `kerasenv lock` needs the network): that every lock file agrees with the matrix.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from ..matrix import labels as labels_mod
 from . import locks
 from ..matrix import table
-from ..matrix.schema import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, Matrix, Variant
+from ..matrix.schema import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, REPO_ROOT, Matrix, Variant
 
-# What variant folders held before images/ became one build context: a leftover is drift.
-_LEFTOVERS = (".dockerignore", "smoke_train.py")
+# images/<TEMPLATES_DIR>/: what `kerasenv generate` renders (never part of a build context).
+TEMPLATES_DIR = "templates"
+# images/<BUILD_DIR>/: the scripts the build steps run and the build-ca.md every build copies.
+BUILD_DIR = "build"
+# What variant folders held before images/ became one build context and before one
+# images/build/build-ca.md served every build: a leftover is drift. Name: where it went.
+_LEFTOVERS = {
+    ".dockerignore": "images/ is the one build context; its .dockerignore is images/.dockerignore",
+    "smoke_train.py": f"the in-image code is images/{IN_IMAGE_DIR}/",
+    "build-ca.md": f"one images/{BUILD_DIR}/build-ca.md anchors every build's optional CA",
+}
+_BUILD_SOURCE_RE = re.compile(rf"^COPY {BUILD_DIR}/(\S+) ", re.M)
 _SECTION_RE = re.compile(r"\{\{#(\w+)\}\}\n(.*?)\{\{/\1\}\}\n", re.S)
 _PLACEHOLDER_RE = re.compile(r"\{\{(\w+)\}\}")
 
 
-def _template(name: str) -> str:
-    return resources.files("kerasenv").joinpath("templates", name).read_text(encoding="utf-8")
+def templates_dir(root: Path = REPO_ROOT) -> Path:
+    return root / "images" / TEMPLATES_DIR
+
+
+def _template(name: str, templates: Path) -> str:
+    return (templates / name).read_text(encoding="utf-8")
 
 
 def render(template: str, values: dict[str, str], sections: dict[str, bool]) -> str:
@@ -52,7 +66,7 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
 
-def dockerfile(matrix: Matrix, v: Variant) -> str:
+def dockerfile(matrix: Matrix, v: Variant, templates: Path | None = None) -> str:
     values = {
         "id": v.id,
         "family": v.family,
@@ -60,32 +74,45 @@ def dockerfile(matrix: Matrix, v: Variant) -> str:
         "keras": v.keras,
         "python": v.python,
         "python_re": v.python.replace(".", r"\."),
-        "cuda_re": (v.cuda or "").replace(".", r"\."),
-        "tensorflow_re": v.tensorflow.replace(".", r"\."),
+        "site_packages": f"/opt/venv/lib/python{v.python}/site-packages",
+        "cuda": v.cuda or "",
         "base_image": v.base_image,
         "rocm": v.rocm or "",
         "cuda_summary": f", CUDA {v.cuda}, cuDNN {v.cudnn}, NCCL {v.nccl}" if v.family == "cuda" else "",
         "labels": _label_block(matrix, v),
     }
     name = "rocm.Dockerfile.in" if v.family == "rocm" else "debian.Dockerfile.in"
-    return render(_template(name), values, {"cuda": v.family == "cuda"})
+    return render(_template(name, templates or templates_dir()), values, {"cuda": v.family == "cuda"})
 
 
-def jupyter_dockerfile(matrix: Matrix, v: Variant) -> str:
+def jupyter_dockerfile(matrix: Matrix, v: Variant, templates: Path | None = None) -> str:
     lab = matrix.jupyter.jupyterlab
-    return render(_template("jupyter.Dockerfile.in"),
+    return render(_template("jupyter.Dockerfile.in", templates or templates_dir()),
                   {"id": v.id, "jupyterlab": lab, "jupyterlab_re": lab.replace(".", r"\.")}, {})
 
 
-def expected_files(matrix: Matrix, root: Path) -> dict[Path, str]:
-    files: dict[Path, str] = {}
-    files[root / "images" / ".dockerignore"] = _template("dockerignore.in")
+def dockerignore(matrix: Matrix, templates: Path | None = None) -> str:
+    """images/.dockerignore: the in-image code, the build scripts, and each variant's own files."""
+    jupyter = set(matrix.with_jupyter())
+    rules = []
     for v in matrix.variants:
-        folder = root / "images" / v.id
-        files[folder / "Dockerfile"] = dockerfile(matrix, v)
-        files[folder / "build-ca.md"] = _template("build-ca.md.in")
+        rules.append(f"!{v.id}/Dockerfile")
+        if v in jupyter:
+            rules.append(f"!{v.id}/{JUPYTER_DOCKERFILE}")
+        if v.family != "rocm":  # built FROM AMD's image: no locks, no pip, no CA
+            rules += [f"!{v.id}/requirements*.lock", f"!{v.id}/build-ca.pem"]
+    return render(_template("dockerignore.in", templates or templates_dir()),
+                  {"variant_rules": "\n".join(rules)}, {})
+
+
+def expected_files(matrix: Matrix, root: Path) -> dict[Path, str]:
+    templates = templates_dir(root)
+    files: dict[Path, str] = {}
+    files[root / "images" / ".dockerignore"] = dockerignore(matrix, templates)
+    for v in matrix.variants:
+        files[root / "images" / v.id / "Dockerfile"] = dockerfile(matrix, v, templates)
     for v in matrix.with_jupyter():
-        files[root / "images" / v.id / JUPYTER_DOCKERFILE] = jupyter_dockerfile(matrix, v)
+        files[root / "images" / v.id / JUPYTER_DOCKERFILE] = jupyter_dockerfile(matrix, v, templates)
     readme = root / "README.md"
     if readme.exists():
         files[readme] = table.replace_in_readme(readme.read_text(encoding="utf-8"), matrix)
@@ -117,22 +144,28 @@ def write(matrix: Matrix, root: Path) -> list[Path]:
 def check(matrix: Matrix, root: Path) -> list[Drift]:
     """Everything that differs from what the matrix produces (empty: no drift)."""
     drift = []
-    for path, content in expected_files(matrix, root).items():
+    expected = expected_files(matrix, root)
+    for path, content in expected.items():
         if not path.exists():
             drift.append(Drift(path, "missing; run `make generate`"))
         elif path.read_text(encoding="utf-8") != content:
             drift.append(Drift(path, "differs from what the matrix produces; run `make generate`"))
+    # Not generated, but every build needs them: a COPY whose source is gone fails every build.
+    build = root / "images" / BUILD_DIR
+    needed = sorted({name for content in expected.values() for name in _BUILD_SOURCE_RE.findall(content)})
+    drift.extend(Drift(build / name, "missing; a generated Dockerfile copies it")
+                 for name in needed if not (build / name).is_file())
     readme = root / "README.md"
     if readme.exists() and table.BEGIN not in readme.read_text(encoding="utf-8"):
         drift.append(Drift(readme, f"has no variant table markers ({table.BEGIN})"))
     known = {v.id for v in matrix.variants}
+    shared = {IN_IMAGE_DIR, TEMPLATES_DIR, BUILD_DIR}
     for folder in sorted((root / "images").iterdir()):
-        if folder.is_dir() and folder.name not in known and folder.name != IN_IMAGE_DIR:
+        if folder.is_dir() and folder.name not in known and folder.name not in shared:
             drift.append(Drift(folder, "folder of a variant that is not in the matrix; remove it"))
-        for name in _LEFTOVERS if folder.name in known else ():
+        for name, where in _LEFTOVERS.items() if folder.name in known else ():
             if (folder / name).exists():
-                drift.append(Drift(folder / name, "left over from per-variant build contexts; remove it "
-                                                  f"(the in-image code is images/{IN_IMAGE_DIR}/)"))
+                drift.append(Drift(folder / name, f"left over from per-variant build contexts; remove it ({where})"))
     for v in matrix.variants:
         drift.extend(Drift(p, r) for p, r in locks.check_variant(v, root / "images" / v.id))
     for v in matrix.with_jupyter():

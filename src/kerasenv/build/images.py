@@ -18,6 +18,7 @@ from typing import Callable
 from ..engine.docker_client import PROJECT_LABEL
 from ..errors import BuildFailed, UsageError
 from ..matrix.schema import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, REPO_ROOT, Matrix, Variant
+from .generate import BUILD_DIR
 
 CA_ENV_VARS = ("KERASENV_CA_CERT", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 _STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)")
@@ -64,7 +65,8 @@ def read_ca_cert(path: str) -> bytes:
 
 def context_tar(folder: Path, ca_pem: bytes | None) -> io.BytesIO:
     """The build context: images/ holding only what this variant's build needs (its
-    folder, the in-image code in images/common/) plus, optionally, <id>/build-ca.pem.
+    folder, the in-image code in images/common/, the build steps' scripts and build-ca.md in
+    images/build/) plus, optionally, <id>/build-ca.pem.
 
     The same layout as `docker build -f images/<id>/Dockerfile images`, built in memory so
     the CA never gets written into the source tree.
@@ -79,6 +81,9 @@ def context_tar(folder: Path, ca_pem: bytes | None) -> io.BytesIO:
         for path in sorted(common.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts and path.suffix == ".py":
                 tar.add(path, arcname=str(path.relative_to(images)))
+        for path in sorted((images / BUILD_DIR).iterdir()):
+            if path.is_file() and (path.suffix == ".sh" or path.name == "build-ca.md"):
+                tar.add(path, arcname=f"{BUILD_DIR}/{path.name}")
         if ca_pem is not None:
             info = tarfile.TarInfo(f"{folder.name}/build-ca.pem")
             info.size, info.mode = len(ca_pem), 0o644

@@ -106,6 +106,57 @@ def test_cuda_lock_on_a_cpu_variant_is_drift(repo_copy):
     assert_reported(drift_of(repo_copy), stray, "no CUDA lock")
 
 
+def test_leftover_per_variant_build_ca_md_is_drift(repo_copy):
+    # One images/build/build-ca.md anchors every build's optional CA now.
+    stray = repo_copy / "images" / "tf2.20-cuda12.5" / "build-ca.md"
+    shutil.copy(repo_copy / "images" / generate.BUILD_DIR / "build-ca.md", stray)
+    assert_reported(drift_of(repo_copy), stray, "left over from per-variant build contexts")
+    assert_reported(drift_of(repo_copy), stray, "images/build/build-ca.md")
+
+
+@pytest.mark.parametrize("name", [".dockerignore", "smoke_train.py"])
+def test_other_leftovers_of_per_variant_contexts_are_drift(repo_copy, name):
+    stray = repo_copy / "images" / "tf2.21-cpu" / name
+    stray.write_text("left over\n")
+    assert_reported(drift_of(repo_copy), stray, "left over from per-variant build contexts")
+
+
+def test_shared_folders_of_images_are_not_taken_for_variants(repo_copy):
+    for name in (matrix.IN_IMAGE_DIR, generate.TEMPLATES_DIR, generate.BUILD_DIR):
+        assert (repo_copy / "images" / name).is_dir(), name
+    assert not [d for d in drift_of(repo_copy) if "not in the matrix" in d.reason]
+
+
+@pytest.mark.parametrize("name", ["build-ca.md", "install-locked-venv.sh", "cuda-loader-config.sh"])
+def test_missing_file_of_images_build_is_drift(repo_copy, name):
+    path = repo_copy / "images" / generate.BUILD_DIR / name
+    path.unlink()
+    assert_reported(drift_of(repo_copy), path, "a generated Dockerfile copies it")
+
+
+def test_templates_are_read_from_images_templates_of_the_tree(repo_copy):
+    # `kerasenv generate` renders the tree's own images/templates/: an edit there makes every
+    # Dockerfile drift, and writing repairs it.
+    template = repo_copy / "images" / generate.TEMPLATES_DIR / "debian.Dockerfile.in"
+    template.write_text(template.read_text().replace("WORKDIR /workspace", "WORKDIR /work"))
+    drift = drift_of(repo_copy)
+    m = matrix.load(repo_copy / "images" / "matrix.toml")
+    for v in m.variants:
+        path = repo_copy / "images" / v.id / "Dockerfile"
+        assert (v.family == "rocm") is not any(d.path == path for d in drift), v.id
+    generate.write(m, repo_copy)
+    assert "WORKDIR /work\n" in (repo_copy / "images" / "tf2.21-cpu" / "Dockerfile").read_text()
+    assert drift_of(repo_copy) == []
+
+
+def test_templates_live_in_images_not_in_the_package(repo_root):
+    assert generate.templates_dir() == repo_root / "images" / "templates"
+    assert sorted(p.name for p in generate.templates_dir().iterdir()) == [
+        "debian.Dockerfile.in", "dockerignore.in", "jupyter.Dockerfile.in", "rocm.Dockerfile.in"]
+    assert not (repo_root / "src" / "kerasenv" / "templates").exists()
+    assert "templates/" not in (repo_root / "pyproject.toml").read_text()
+
+
 def test_stale_readme_table_is_drift_and_gets_regenerated(repo_copy):
     readme = repo_copy / "README.md"
     readme.write_text(f"# kerasenv\n\n{table.BEGIN}\n| stale |\n{table.END}\n\nmore\n")
@@ -161,10 +212,32 @@ def test_final_stage_never_sees_the_build_ca(real_matrix):
 
 
 def test_cuda_libs_stage_is_identical_for_variants_sharing_a_stack(shared_stack_matrix):
-    # COPY's cache key is the files' content, not their path: compare with the folder named alike.
-    first, second = (same_folder(stage(dockerfile(shared_stack_matrix, i), "cuda-libs"), i) for i in SHARED_CUDA)
+    first, second = (stage(dockerfile(shared_stack_matrix, i), "cuda-libs") for i in SHARED_CUDA)
     assert "requirements-cuda.lock" in first
     assert first == second
+
+
+def test_shared_stages_read_no_path_of_the_variant_s_folder(real_matrix):
+    # The classic builder's COPY cache key includes the source's path in the context (a COPY
+    # of an identical file from tf2.20-cuda12.5/ and from tf2.21-cuda12.9/ misses the cache):
+    # python-base, build-trust and cuda-libs take the variant's files only through the
+    # build-ca and cuda-lock stages, whose paths are the same in every variant.
+    for v in real_matrix.variants:
+        if v.family == "rocm":
+            continue
+        text = dockerfile(real_matrix, v.id)
+        shared = instructions(text[text.index("AS python-base\n"): text.index("FROM build-trust AS builder")])
+        # Only the FROM scratch AS cuda-lock stage among them names the folder, and nothing
+        # builds on that stage: cuda-libs copies from it.
+        reading = [line for line in shared if f"{v.id}/" in line and not line.startswith("FROM ")]
+        assert reading == [f"COPY {v.id}/requirements-cuda.lock /"] * (v.family == "cuda"), v.id
+        assert instructions(stage(text, "build-ca")) == [
+            "FROM scratch AS build-ca", f"COPY build/build-ca.md {v.id}/build-ca.pe[m] /"]
+        assert "COPY --from=build-ca / /tmp/build-trust/" in shared
+        if v.family == "cuda":
+            assert instructions(stage(text, "cuda-lock")) == [
+                "FROM scratch AS cuda-lock", f"COPY {v.id}/requirements-cuda.lock /"]
+            assert "COPY --from=cuda-lock /requirements-cuda.lock /tmp/build/" in shared
 
 
 def test_runtime_up_to_the_cuda_layer_is_identical_for_variants_sharing_a_stack(shared_stack_matrix):
@@ -196,6 +269,100 @@ def test_cuda_lock_inputs_depend_on_the_stack_alone(shared_stack_matrix, real_ma
     # The committed tf2.20 keeps TF's tested 12.5 stack: a different lock, a different layer.
     committed = [real_matrix.get(i) for i in SHARED_CUDA]
     assert locks.cuda_inputs(committed[0]) != locks.cuda_inputs(committed[1])
+
+
+# --- scripts of the build steps (images/build/) --------------------------------------------
+
+def build_scripts(text: str) -> list[str]:
+    return re.findall(r"^COPY build/(\S+\.sh) /tmp/build/$", text, re.M)
+
+
+def test_each_script_is_copied_right_before_the_step_that_runs_it(real_matrix):
+    # Copied alone and just in time: an edit to one script re-runs its own step and what
+    # follows, never the CUDA layer or another variant's steps.
+    for v in real_matrix.variants:
+        lines = instructions(generate.dockerfile(real_matrix, v))
+        for i, line in enumerate(lines):
+            match = re.fullmatch(r"COPY build/(\S+\.sh) /tmp/build/", line)
+            if match:
+                assert lines[i + 1].startswith(f"RUN bash /tmp/build/{match.group(1)} "), (v.id, line)
+        assert "COPY build/ " not in "\n".join(lines) and "COPY build /" not in "\n".join(lines)
+
+
+def test_scripts_named_by_the_dockerfiles_exist_and_stop_at_the_first_error(real_matrix, repo_root):
+    named = {s for v in real_matrix.variants for s in build_scripts(generate.dockerfile(real_matrix, v))}
+    assert named == {"install-locked-venv.sh", "write-pip-constraints.sh", "cuda-loader-config.sh"}
+    on_disk = {p.name for p in (repo_root / "images" / generate.BUILD_DIR).glob("*.sh")}
+    assert on_disk == named  # no script that no Dockerfile runs
+    for name in named:
+        text = (repo_root / "images" / generate.BUILD_DIR / name).read_text()
+        assert text.startswith("#!/bin/bash\n# Usage: "), name
+        assert "\nset -euo pipefail\n" in text, name
+        code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+        assert "grep -q" not in code and "| head" not in code, name  # SIGPIPE under pipefail
+
+
+def test_no_script_enters_the_stages_of_the_cuda_layer(real_matrix):
+    for v in real_matrix.variants:
+        text = generate.dockerfile(real_matrix, v)
+        if v.family != "cuda":
+            continue
+        head = text[: text.index("FROM build-trust AS builder")]
+        assert build_scripts(head) == [], v.id
+        assert re.findall(r"^COPY build/\S+", head, re.M) == ["COPY build/build-ca.md"], v.id
+
+
+def test_variant_values_reach_the_scripts_as_arguments(real_matrix):
+    for v in real_matrix.variants:
+        if v.family == "rocm":
+            continue
+        text = generate.dockerfile(real_matrix, v)
+        assert f"RUN bash /tmp/build/install-locked-venv.sh /opt/venv {v.python} /tmp/build/requirements.lock\n" in text
+        assert (f"RUN bash /tmp/build/write-pip-constraints.sh /opt/kerasenv-pins {v.tensorflow} "
+                "/tmp/build/requirements*.lock\n") in text
+        cuda_step = f"RUN bash /tmp/build/cuda-loader-config.sh /opt/venv {v.python} {v.cuda} \\\n"
+        assert (cuda_step in text) is (v.family == "cuda"), v.id
+
+
+def test_the_final_stage_deletes_the_script_it_runs_in_the_same_step(real_matrix):
+    for v in real_matrix.variants:
+        final = final_stage(generate.dockerfile(real_matrix, v))
+        runs = re.findall(r"^RUN bash /tmp/build/.*?(?<!\\)$", final, re.M | re.S)
+        assert len(runs) == (v.family == "cuda"), v.id
+        for run in runs:
+            assert run.rstrip().endswith("&& rm -rf /tmp/build"), (v.id, run)
+
+
+# --- images/.dockerignore ----------------------------------------------------------------
+
+def dockerignore_rules(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def test_dockerignore_lets_in_each_variant_s_files_the_scripts_and_the_in_image_code(real_matrix):
+    rules = dockerignore_rules(generate.dockerignore(real_matrix))
+    assert rules[0] == "*"
+    assert {"!common", "!build/*.sh", "!build/build-ca.md"} <= set(rules)
+    for v in real_matrix.variants:
+        assert f"!{v.id}/Dockerfile" in rules
+        assert (f"!{v.id}/{matrix.JUPYTER_DOCKERFILE}" in rules) is (v in real_matrix.with_jupyter())
+        assert (f"!{v.id}/build-ca.pem" in rules) is (v.family != "rocm")
+
+
+def test_dockerignore_exceptions_name_their_folder_literally(real_matrix):
+    # The classic builder skips an excluded folder unless an exception starts with its path:
+    # `!*/Dockerfile` would leave every Dockerfile out of a plain `docker build`.
+    for rule in dockerignore_rules(generate.dockerignore(real_matrix)):
+        if rule.startswith("!"):
+            folder = rule[1:].rpartition("/")[0]
+            assert not re.search(r"[*?\[]", folder), rule
+
+
+def test_dockerignore_keeps_templates_and_caches_out(real_matrix):
+    rules = dockerignore_rules(generate.dockerignore(real_matrix))
+    assert not [r for r in rules if r.startswith("!") and ("templates" in r or r[1:].startswith("*"))]
+    assert {"common/**/__pycache__", "common/**/*.pyc"} <= set(rules)
+    assert rules.index("common/**/__pycache__") > rules.index("!common")
 
 
 # --- the JupyterLab flavour's Dockerfile -----------------------------------------------------

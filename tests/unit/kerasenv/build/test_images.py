@@ -32,6 +32,8 @@ def variant_folder(tmp_path, repo_root):
     folder = images / "tf2.21-cuda12.9"
     shutil.copytree(repo_root / "images" / "tf2.21-cuda12.9", folder)
     shutil.copytree(repo_root / "images" / "common", images / "common")
+    shutil.copytree(repo_root / "images" / "build", images / "build")
+    shutil.copytree(repo_root / "images" / "templates", images / "templates")
     shutil.copytree(repo_root / "images" / "tf2.21-cpu", images / "tf2.21-cpu")  # another variant
     (folder / "build-ca.pem").write_bytes(b"stale CA left in the folder")
     (images / "common" / "kerasenv_image" / "__pycache__").mkdir(exist_ok=True)
@@ -97,7 +99,7 @@ V = "tf2.21-cuda12.9"
 
 def test_context_holds_the_variant_files_but_not_a_stray_ca(variant_folder):
     members = tar_members(variant_folder, None)
-    assert {f"{V}/Dockerfile", f"{V}/requirements.lock", f"{V}/requirements-cuda.lock", f"{V}/build-ca.md"} \
+    assert {f"{V}/Dockerfile", f"{V}/requirements.lock", f"{V}/requirements-cuda.lock", "build/build-ca.md"} \
         <= set(members)
     assert f"{V}/build-ca.pem" not in members
     assert members[f"{V}/Dockerfile"] == (variant_folder / "Dockerfile").read_bytes()
@@ -108,7 +110,25 @@ def test_context_is_images_with_this_variant_and_the_one_copy_of_the_in_image_co
     assert "common/smoke_train.py" in members and "common/kerasenv_image/smoke/main.py" in members
     assert not [m for m in members if m.startswith("tf2.21-cpu/")]  # other variants stay out
     assert not [m for m in members if "__pycache__" in m]
-    assert {m.split("/")[0] for m in members} == {V, "common"}
+    assert {m.split("/")[0] for m in members} == {V, "common", "build"}  # no templates/
+
+
+def test_context_holds_every_file_the_dockerfiles_copy_from_build(variant_folder):
+    members = tar_members(variant_folder, None)
+    copied = set()
+    for dockerfile in ("Dockerfile", "jupyter.Dockerfile"):
+        copied |= set(re.findall(r"^COPY (build/\S+) ", (variant_folder / dockerfile).read_text(), re.M))
+    assert {"build/build-ca.md", "build/install-locked-venv.sh", "build/cuda-loader-config.sh"} <= copied
+    assert copied <= set(members)
+    assert members["build/build-ca.md"] == (variant_folder.parent / "build" / "build-ca.md").read_bytes()
+
+
+def test_context_takes_the_build_scripts_but_not_other_files_of_build(variant_folder):
+    build_dir = variant_folder.parent / "build"
+    (build_dir / "notes.txt").write_text("scratch")
+    (build_dir / "build-ca.pem").write_bytes(PEM)
+    members = tar_members(variant_folder, None)
+    assert not [m for m in members if m in ("build/notes.txt", "build/build-ca.pem")]
 
 
 def test_context_carries_only_the_ca_passed_in(variant_folder):

@@ -1,0 +1,37 @@
+#!/bin/bash
+# Usage: cuda-loader-config.sh VENV PYTHON_VERSION CUDA_VERSION
+# Runs as root in the runtime stage of a CUDA variant, once the venv and the CUDA wheels
+# (from the cuda-libs stage) are in place; the Dockerfile deletes this script in the same step.
+set -euo pipefail
+venv=$1 python=$2 cuda=$3
+nvidia=$venv/lib/python$python/site-packages/nvidia
+
+# The CUDA wheels' lib directories go into the dynamic loader's own configuration.
+# TensorFlow registers no GPU unless TryDlopenCUDALibraries() (tsl dso_loader) can dlopen
+# cudart, cuBLAS(Lt), cuFFT, cuSOLVER, cuSPARSE and cuDNN, and it finds them only through
+# the RUNPATH of libtensorflow_framework.so.2. TF 2.21's no longer lists nvidia/cusolver/lib
+# (it moved to libtensorflow_cc.so.2), so without this "Could not load dynamic library
+# 'libcusolver.so.11'" and "Skipping registering GPU devices": the image trains on the CPU.
+# cuDNN also dlopens NVRTC (cuda_nvrtc/lib, outside its RUNPATH) and CUPTI/NCCL are opened
+# by name. docker-stacks hits the same class of problem (tensorflow/tensorflow#63362) and
+# sets LD_LIBRARY_PATH; /etc/ld.so.conf.d instead holds for every process: any --user,
+# `env -i`, subprocesses, and the NVIDIA Container Toolkit's ldconfig at container start
+# (it rebuilds the cache from this same configuration).
+printf '%s\n' "$nvidia"/*/lib > /etc/ld.so.conf.d/kerasenv-cuda-wheels.conf
+
+# cuDNN dlopens NVRTC by its unversioned name, which the wheel does not ship
+# (AUTOMATIC1111/stable-diffusion-webui#10230): link it to the versioned library.
+# Checks read their whole input (`grep >/dev/null`, `sed -n 1p`), never `grep -q`/`head`:
+# under pipefail a reader that exits early kills the writer with SIGPIPE, and the step
+# failed with exit 141 when `ldconfig -p` was still writing (seen in CI, 2026-12-01).
+nvrtc=$(find "$nvidia"/cuda_nvrtc/lib -name 'libnvrtc.so.*' -printf '%f\n' | sort | sed -n 1p)
+ln -s "$nvrtc" "$nvidia"/cuda_nvrtc/lib/libnvrtc.so
+ldconfig
+ldconfig -p | grep "libnvrtc.so (.*$nvidia/cuda_nvrtc/lib/libnvrtc.so$" >/dev/null
+
+# XLA looks for ptxas on PATH in older TF releases (tensorflow/tensorflow#58681,
+# tensorflow/docs pip.md step 6): link the pinned wheel's ptxas into the venv, and check
+# it is the CUDA release of the matrix. XLA also needs libdevice (see XLA_FLAGS).
+ln -s ../lib/python"$python"/site-packages/nvidia/cuda_nvcc/bin/ptxas "$venv"/bin/ptxas
+ptxas --version | grep "release ${cuda//./\\.}," >/dev/null
+test -f "$nvidia"/cuda_nvcc/nvvm/libdevice/libdevice.10.bc
