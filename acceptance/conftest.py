@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -244,6 +245,40 @@ def start(docker, ref: str, command, **kwargs):
         container.remove(force=True)
         raise
     return container
+
+
+@pytest.fixture(scope="session")
+def default_command_runs(tmp_path_factory) -> dict:
+    """Image reference -> its default command's run (see `default_command_run`)."""
+    return {"root": tmp_path_factory.mktemp("default-command-runs")}
+
+
+@dataclass(frozen=True)
+class DefaultCommandRun:
+    code: int
+    out: str
+    err: str
+    runs_dir: Path  # what the container wrote to /workspace/runs
+
+    def report(self) -> dict:
+        (path,) = self.runs_dir.glob("*/report.json")
+        return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def default_command_run(default_command_runs, docker, target) -> DefaultCommandRun:
+    """The image's default command (the smoke training) as a user runs it offline: no
+    network, a 1 GiB /dev/shm, a host folder at /workspace/runs. One run per image, read by
+    every check about that run (its terminal output, its report, the GPU monitor's part of
+    it): a smoke training takes 10-20 s, and the checks only read what it printed and wrote."""
+    if target.ref not in default_command_runs:
+        runs_dir = default_command_runs["root"] / re.sub(r"[^A-Za-z0-9_.-]", "_", target.ref)
+        runs_dir.mkdir()
+        os.chmod(runs_dir, 0o777)
+        code, out, err = run_once(docker, target.ref, None, network_mode="none", shm_size="1g",
+                                  volumes={str(runs_dir): {"bind": "/workspace/runs", "mode": "rw"}})
+        default_command_runs[target.ref] = DefaultCommandRun(code, out, err, runs_dir)
+    return default_command_runs[target.ref]
 
 
 @pytest.fixture

@@ -66,13 +66,11 @@ def test_gpu_monitor_without_nvidia_smi_says_so_once_and_training_goes_on(docker
     assert not (writable_dir / "tb").exists()
 
 
-def test_the_smoke_report_on_the_cpu_says_nothing_was_sampled(docker, target, writable_dir):
-    code, out, err = run_once(docker, target.ref, ["python", "/opt/kerasenv/smoke_train.py"],
-                              network_mode="none", shm_size="1g",
-                              volumes={str(writable_dir): {"bind": "/workspace/runs", "mode": "rw"}})
+def test_the_smoke_report_on_the_cpu_says_nothing_was_sampled(default_command_run):
+    """The default command (the smoke training on the CPU; its one run, shared: conftest.py)."""
+    code, err = default_command_run.code, default_command_run.err
     assert code == 0, err[-3000:]
-    (report_path,) = writable_dir.glob("*/report.json")
-    report = json.loads(report_path.read_text())
+    report = default_command_run.report()
     assert report["gpu_monitor"] == {"sampled": False, "reason": "training on the CPU: no GPU to sample"}
     assert "GpuMonitor" not in err and "GPU busy" not in err
 

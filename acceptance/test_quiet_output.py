@@ -28,8 +28,9 @@ def host_has(flag: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def default_run(docker, target):
-    return run_once(docker, target.ref, None, network_mode="none", shm_size="1g")
+def default_run(default_command_run):
+    """The image's default command, offline (its one run, shared: conftest.py)."""
+    return default_command_run.code, default_command_run.out, default_command_run.err
 
 
 def test_the_default_command_shows_the_summary_and_no_tensorflow_noise(default_run, target):

@@ -12,13 +12,11 @@ FAMILIES = {"cpu", "cuda"}  # ROCm: AMD's image, not built here
 USER_SCRIPT = Path(__file__).parent / "user_script"
 
 
-def test_default_command_offline_trains_and_writes_a_valid_report(docker, target, writable_dir):
-    code, out, err = run_once(docker, target.ref, None, network_mode="none", shm_size="1g",
-                              volumes={str(writable_dir): {"bind": "/workspace/runs", "mode": "rw"}})
+def test_default_command_offline_trains_and_writes_a_valid_report(default_command_run, target):
+    code, err = default_command_run.code, default_command_run.err
     assert code == 0, err[-3000:]
     assert "[smoke] OK (exit 0)" in err
-    (report_path,) = writable_dir.glob("*/report.json")
-    report = json.loads(report_path.read_text())
+    report = default_command_run.report()
     assert (report["status"], report["exit_code"]) == ("ok", 0)
     assert report["verdict"]["learned"] is True and report["verdict"]["finite"] is True
     assert report["versions"]["tensorflow"] == target.variant.tensorflow
