@@ -48,7 +48,7 @@ print(json.dumps({"private": len(private), "found": sorted(set(found))}))
 
 
 def test_no_build_ca_in_the_image(docker, target):
-    from kerasenv.build import images as build
+    from kerasenv.images import build
 
     from .conftest import run_once
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kerasenv.build import locks
+from kerasenv.images import locks
 from kerasenv.matrix.schema import REPO_ROOT
 
 FAMILIES = {"cpu", "cuda"}  # ROCm: AMD's image brings TensorFlow, nothing of ours is locked

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv.build import locks
+from kerasenv.images import locks
 from kerasenv.matrix.schema import REPO_ROOT
 
 from . import local_wheels

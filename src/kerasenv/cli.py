@@ -16,8 +16,8 @@ from pathlib import Path
 
 from . import __version__
 from .bench import commands as bench_commands
-from .build import commands as build_commands
-from .build import images
+from .images import build
+from .images import commands as images_commands
 from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, KerasenvError, Terminated
 from .host import commands as host_commands
 from .host import variant_choice
@@ -41,10 +41,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="version matrix file (default: images/matrix.toml)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for package in (matrix_commands, build_commands, host_commands, publish_commands, bench_commands):
+    for package in (matrix_commands, images_commands, host_commands, publish_commands, bench_commands):
         package.register(sub)
-    # run/ may not import host/ (the variant `auto` picks) nor build/ (--build-missing): handed in.
-    run_commands.register(sub, session.Upstream(chooser=variant_choice, builder=images))
+    # run/ may not import host/ (the variant `auto` picks) nor images/ (--build-missing): handed in.
+    run_commands.register(sub, session.Upstream(chooser=variant_choice, builder=build))
     _in_help_order(sub)
     return p
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kerasenv.build import locks
+from kerasenv.images import locks
 
 from .conftest import kerasenv
 

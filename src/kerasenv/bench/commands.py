@@ -1,8 +1,8 @@
 """`kerasenv bench`, `bench-report` and `size`: training throughput, image sizes, and the
 benchmark report made of both.
 
-`size` (build/sizes measures) is registered here: its JSON is the report's input
-(bench/report.sizes_document), and so build/ needs nothing of bench/. `bench` without an id
+`size` (images/sizes measures) is registered here: its JSON is the report's input
+(bench/report.sizes_document), and so images/ needs nothing of bench/. `bench` without an id
 asks host/ which image this host calls for.
 """
 
@@ -48,7 +48,7 @@ def register(subparsers) -> None:
 
 
 def _cmd_size(args, matrix: Matrix) -> int:
-    from ..build import sizes
+    from ..images import sizes
     from ..engine import docker_client
 
     client = docker_client.client()

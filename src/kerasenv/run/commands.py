@@ -2,10 +2,10 @@
 hand them to run/session.py (multiworker: run/multiworker.py).
 
 These commands need two things from above run/ in the layering: `auto` is doctor's pick
-(host/variant_choice) and --build-missing builds (build/images). cli.py, which may import
+(host/variant_choice) and --build-missing builds (images/build). cli.py, which may import
 every package, hands them in: `register(subparsers, upstream)`. Registering these commands
 from cli.py itself instead would make it the catch-all it was split from again; a module of
-run/ importing host/ or build/ would be an arrow back up the layers.
+run/ importing host/ or images/ would be an arrow back up the layers.
 """
 
 from __future__ import annotations

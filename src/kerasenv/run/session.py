@@ -8,8 +8,8 @@ before Docker is asked anything; then the variant (`auto`: this host's pick), th
 container's end means: OOM-killed is exit 5 naming the limit, SIGKILL (137) says how to
 resume, and the smoke training's report is named.
 
-run/ sits below host/ and build/ in the layering, yet `auto` is doctor's pick
-(host/variant_choice) and --build-missing builds (build/images): the caller, cli.py, hands
+run/ sits below host/ and images/ in the layering, yet `auto` is doctor's pick
+(host/variant_choice) and --build-missing builds (images/build): the caller, cli.py, hands
 both in as an `Upstream`, so nothing here imports upwards and tests can hand in fakes.
 """
 
@@ -40,7 +40,7 @@ class VariantChooser(Protocol):
 
 
 class ImageBuilder(Protocol):
-    """Builds a missing image (build/images)."""
+    """Builds a missing image (images/build)."""
 
     def build(self, client, matrix: Matrix, v: Variant, *, ca_cert: str | None = None,
               jupyter: bool = False): ...

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv.build.images import CA_ENV_VARS
+from kerasenv.images.build import CA_ENV_VARS
 
 REPO = Path(__file__).resolve().parents[3]
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"

@@ -36,7 +36,7 @@ def test_committed_matrix_loads_with_unique_ids(real_matrix):
 
 
 def test_every_variant_has_a_generated_folder(real_matrix, repo_root):
-    from kerasenv.build.generate import BUILD_DIR, TEMPLATES_DIR
+    from kerasenv.images.generate import BUILD_DIR, TEMPLATES_DIR
 
     shared = {matrix.IN_IMAGE_DIR, TEMPLATES_DIR, BUILD_DIR}
     folders = {p.name for p in (repo_root / "images").iterdir() if p.is_dir() and p.name not in shared}

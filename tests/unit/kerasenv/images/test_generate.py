@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from kerasenv.build import generate
+from kerasenv.images import generate
 from kerasenv.matrix import labels
-from kerasenv.build import locks
+from kerasenv.images import locks
 from kerasenv.matrix import schema as matrix
 from kerasenv.matrix import table
 

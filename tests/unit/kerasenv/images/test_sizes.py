@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kerasenv.build import sizes
+from kerasenv.images import sizes
 from kerasenv.errors import UsageError
 
 

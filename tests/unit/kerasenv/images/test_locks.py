@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kerasenv.build import locks
+from kerasenv.images import locks
 from kerasenv.errors import KerasenvError
 from kerasenv.build.locks import Pin
 from kerasenv.matrix.schema import load

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from kerasenv.build import images as build
+from kerasenv.images import build
 from kerasenv.errors import UsageError
 
 CA_ORDER = ("KERASENV_CA_CERT", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kerasenv.build import clean
+from kerasenv.images import clean
 from kerasenv.engine.docker_client import PROJECT_LABEL
 
 

@@ -2,7 +2,7 @@
 files, their builds and their removal.
 
 (`kerasenv size` is bench/commands.py's: its JSON is the benchmark report's input, and that
-way build/ imports nothing of bench/.)
+way images/ imports nothing of bench/.)
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def _cmd_lock(args, matrix: Matrix) -> int:
 
 
 def _cmd_build(args, matrix: Matrix) -> int:
-    from . import images as build
+    from . import build
     from ..engine import docker_client
 
     if args.all:
