@@ -179,7 +179,7 @@ def our_containers(docker) -> dict[str, str]:
     for c in docker.containers.list(all=True, filters={"label": PROJECT_LABEL}):
         mounts = [m.get("Source", "") for m in c.attrs.get("Mounts", [])]
         compose_project = c.labels.get("com.docker.compose.project", "")
-        if any(m.startswith(str(REPO)) for m in mounts) or compose_project.startswith("kerasenv-mt-"):
+        if any(m == str(REPO) or m.startswith(f"{REPO}{os.sep}") for m in mounts) or compose_project.startswith("kerasenv-mt-"):
             found[c.id] = c.name
     return found
 
@@ -235,7 +235,7 @@ def test_help_lists_every_target_and_the_variants(matrix):
     assert proc.returncode == 0, ran(proc)
     assert proc.stdout.startswith("kerasenv: ")
     documented = re.findall(r"^([a-z][a-z0-9-]*):.*## ", MAKEFILE, re.M)
-    assert all(re.search(rf"^  make {re.escape(t)} ", proc.stdout, re.M) for t in documented)
+    assert all(re.search(rf"^  make {re.escape(t)} ", proc.stdout, re.M) for t in documented), ran(proc)
     assert re.search(r"^Variants: " + re.escape(" ".join(matrix.ids)), proc.stdout, re.M), ran(proc)
 
 
@@ -258,8 +258,8 @@ def test_check_generated_finds_no_drift():
 def test_generate_rewrites_nothing_when_in_step_with_the_matrix():
     proc = make("generate")
     assert proc.returncode == 0, ran(proc)
-    assert proc.stdout.splitlines() == [".venv/bin/kerasenv generate"], ran(proc)  # no "wrote ...": no file
-    # changed (nothing_left_behind checks git's view of them too)
+    # No "wrote ...": nothing rewritten (and nothing_left_behind compares git's view of the files).
+    assert proc.stdout.splitlines() == [".venv/bin/kerasenv generate"], ran(proc)
 
 
 @covers("doctor")
@@ -305,8 +305,7 @@ def test_compose_plugin_installs_the_plugin_where_docker_lacks_it(tmp_path):
     if elsewhere.returncode == 0:  # a system-wide plugin: the recipe has nothing to do
         assert proc.out == "", ran(proc)
     else:
-        assert re.search(r"^installed Docker Compose version v2|^installed Docker Compose version v\d",
-                         proc.out, re.M), ran(proc)
+        assert re.search(r"^installed Docker Compose version v\d", proc.out, re.M), ran(proc)
         assert (tmp_path / ".docker" / "cli-plugins" / "docker-compose").exists()
 
 
@@ -356,7 +355,7 @@ def test_bench_report_redraws_the_report_and_its_charts(restored):
 # --- refusals: a GPU, a registry, root, the network or a long time --------------------------
 
 @covers("smoke-gpu")
-def test_smoke_gpu_on_a_host_without_gpu_stops_at_the_doctor():
+def test_smoke_gpu_stops_at_the_doctor_on_a_host_without_gpu():
     if has_gpu():
         proc = make("smoke-gpu", "EPOCHS=2", timeout=1800)
         assert proc.returncode == 0 and "[smoke] OK (exit 0)" in proc.out, ran(proc)
@@ -370,7 +369,7 @@ def test_smoke_gpu_on_a_host_without_gpu_stops_at_the_doctor():
 
 
 @covers("verify-gpu")
-def test_verify_gpu_on_a_host_without_gpu_fails_the_container_probe(cpu_image):
+def test_verify_gpu_fails_the_container_probe_on_a_host_without_gpu(cpu_image):
     if has_gpu():
         proc = make("verify-gpu", timeout=900)
         assert proc.returncode == 0 and re.search(r"^PASS  container tf_gpus", proc.out, re.M), ran(proc)
@@ -614,11 +613,8 @@ def compose_env(compose_plugin, tmp_path):
     env = {"COMPOSE_PROJECT_NAME": project, "RUNS_DIR": str(runs), "PROJECT_DIR": str(tmp_path),
            "TENSORBOARD_PORT": str(free_port()), "JUPYTER_PORT": str(free_port()), "RUN_ID": "make-targets",
            "EPOCHS": "1"}
-    created_runs = not RUNS.exists()  # the recipes `mkdir -p runs`, whatever RUNS_DIR says
-    yield env
+    yield env  # (the recipes `mkdir -p runs` whatever RUNS_DIR says: nothing_left_behind removes it)
     make("down", env=env, timeout=300)
-    if created_runs and RUNS.is_dir() and not any(RUNS.iterdir()):
-        RUNS.rmdir()
 
 
 def services(docker, project: str) -> dict[str, str]:
