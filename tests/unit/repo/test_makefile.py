@@ -105,3 +105,33 @@ def test_ci_runs_the_readme_test_command_and_installs_nothing_itself():
     assert re.search(r"^make --no-print-directory test PYTEST_ARGS=", code, re.M)
     for setup in ("apt-get", "npm ", "dockerd", "base-offline", "compose-plugin", "KERASENV_CA_CERT"):
         assert setup not in code, setup
+
+
+def test_every_make_target_has_a_cheap_test_in_the_integration_suite():
+    """Issue 21: `make bench-container` ran a moved script for weeks and no test ran it. Each
+    target `make help` lists needs an entry in TARGETS of tests/integration/test_make_targets.py
+    (how it is exercised) and a test there that names it in `covers(...)`; a TODO entry fails."""
+    path = REPO / "tests" / "integration" / "test_make_targets.py"
+    tree = ast.parse(path.read_text())
+    assigned = {node.targets[0].id: node.value for node in tree.body
+                if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)}
+    todo = ast.literal_eval(assigned["TODO"])
+    table = {ast.literal_eval(k): v for k, v in zip(assigned["TARGETS"].keys, assigned["TARGETS"].values)}
+    how = {t: todo if isinstance(v, ast.Name) and v.id == "TODO" else ast.literal_eval(v) for t, v in table.items()}
+    covered = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "covers":
+            for arg in node.args:  # "name", or *NAMES of a module-level dict or list
+                starred = isinstance(arg, ast.Starred)
+                covered |= set(ast.literal_eval(assigned[arg.value.id]) if starred else [ast.literal_eval(arg)])
+    help_text = subprocess.run(["make", "--no-print-directory", "help"], cwd=REPO, capture_output=True,
+                               text=True, check=True).stdout
+    listed = set(re.findall(r"^  make (\S+) ", help_text, re.M))
+    assert listed, help_text
+    missing, stale = sorted(listed - set(how)), sorted(set(how) - listed)
+    assert not missing, f"targets of `make help` with no entry in TARGETS ({path.name}): {missing}"
+    assert not stale, f"TARGETS names targets `make help` does not list: {stale}"
+    untested = sorted(t for t in listed - covered if how[t] != todo)
+    assert not untested, f"in TARGETS, but no test in {path.name} covers(...) them: {untested}"
+    todo_left = sorted(t for t in listed if how[t] == todo)
+    assert not todo_left, f"not covered yet (TODO in {path.name}): {', '.join(todo_left)}"
