@@ -97,8 +97,8 @@ lab-up: compose-plugin ## compose: the `lab` service over ./ (KERASENV_JUPYTER_I
 verify-gpu: venv ## doctor plus nvidia-smi -L and the TensorFlow GPU probe inside VARIANT=
 	$(KERASENV) doctor --require-gpu --container $(VARIANT) --gpus '$(GPUS)'
 
-bench-container: venv ## measure smoke throughput in the container vs a host venv (same lock)
-	$(VENV)/bin/python scripts/bench_container_vs_host.py --variant $(CPU_VARIANT)
+bench-container: venv ## measure smoke throughput in the container vs a host venv (same lock; BENCH_ARGS=--dry-run checks it)
+	$(VENV)/bin/python scripts/bench_container_vs_host.py --variant $(CPU_VARIANT) $(BENCH_ARGS)
 
 push: venv ## push VARIANT= (short, full and latest-* tags) to REGISTRY=
 	@test -n "$(REGISTRY)" || { echo "make push: set REGISTRY=, e.g. REGISTRY=ghcr.io/you" >&2; exit 2; }
@@ -132,11 +132,11 @@ down: compose-plugin ## compose: stop and remove the services (lab included)
 multiworker: venv ## train across WORKERS= containers (MultiWorkerMirroredStrategy) in VARIANT=
 	$(KERASENV) multiworker $(VARIANT) --workers $(WORKERS) $(if $(EPOCHS),-- --epochs $(EPOCHS))
 
-bench-multiworker: venv ## measure 2-worker samples/s against the single-container smoke run (CPU image)
-	$(VENV)/bin/python scripts/bench_multiworker.py --variant $(CPU_VARIANT)
+bench-multiworker: venv ## measure 2-worker samples/s against the single-container smoke run (CPU image; BENCH_ARGS=--rounds N)
+	$(VENV)/bin/python scripts/bench_multiworker.py --variant $(CPU_VARIANT) $(BENCH_ARGS)
 
-bench-profile: venv ## measure what the smoke's --profile costs: wall time with and without (CPU image)
-	$(VENV)/bin/python scripts/bench_profile_overhead.py --variant $(CPU_VARIANT)
+bench-profile: venv ## measure what the smoke's --profile costs: wall time with and without (CPU image; BENCH_ARGS=--rounds N)
+	$(VENV)/bin/python scripts/bench_profile_overhead.py --variant $(CPU_VARIANT) $(BENCH_ARGS)
 
 lint: venv ## hadolint every Dockerfile; validate compose files (Compose spec) and k8s manifests offline
 	$(VENV)/bin/hadolint images/*/Dockerfile images/*/jupyter.Dockerfile && echo "hadolint: $$(ls images/*/Dockerfile images/*/jupyter.Dockerfile | wc -l) Dockerfiles clean"

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+LAUNCHER = REPO / "images" / "common" / "smoke_train.py"
 SMOKE_ARGS = ["--epochs", "4", "--samples", "8192", "--batch-size", "128", "--json"]
 
 
@@ -51,25 +52,57 @@ def run_once(cmd: list[str], env: dict[str, str] | None = None) -> dict:
             "process_wall_s": wall, "report_wall_s": report["wall_seconds"]}
 
 
+def commands(image: str, host_python: Path, container_out: str, host_out: str) -> tuple[list[str], list[str]]:
+    """One round: the smoke training in the container, then the same in the host venv."""
+    container = ["docker", "run", "--rm", "--network", "none", "--shm-size", "2g", "--init",
+                 "-e", "TF_CPP_MIN_LOG_LEVEL=2", image, "python", "/opt/kerasenv/smoke_train.py",
+                 "--output-dir", container_out, *SMOKE_ARGS]
+    # The image's default command, from the checkout: run as a script, smoke_train.py has its
+    # own folder (images/common) on sys.path, so the host venv (the lock's packages only)
+    # imports kerasenv_image from there, the same code as in the image.
+    host = [str(host_python), str(LAUNCHER), "--output-dir", host_out, *SMOKE_ARGS]
+    return container, host
+
+
+def dry_run(variant: str, image: str) -> int:
+    """Everything a real run needs, checked in a second: the lock the host venv is installed
+    from, the image, and the smoke launcher the host runs (its argument parsing, which comes
+    before any TensorFlow import, run by this Python). `make bench-container` once ran a
+    launcher that had moved, and nothing noticed: this is what a test can afford to run."""
+    lock = REPO / "images" / variant / "requirements.lock"
+    problems = [f"{lock} is missing"] if not lock.exists() else []
+    if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode != 0:
+        problems.append(f"{image} is not built (make build VARIANT={variant})")
+    launcher = subprocess.run([sys.executable, str(LAUNCHER), "--help"], capture_output=True, text=True)
+    if launcher.returncode != 0:
+        problems.append(f"{LAUNCHER} --help exited {launcher.returncode}: {launcher.stderr.strip()[-300:]}")
+    if problems:
+        print(f"bench-container: {'; '.join(problems)}", file=sys.stderr)
+        return 2
+    container, host = commands(image, REPO / ".bench" / f"venv-{variant}" / "bin" / "python", "/tmp/run0", "HOST_TMP/host0")
+    print("dry run: each round runs")
+    print("  " + " ".join(container))
+    print("  " + " ".join(host))
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variant", default="tf2.21-cpu")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--dry-run", action="store_true",
+                   help="check what the benchmark needs (the lock, the image, the smoke launcher) and print the "
+                        "two commands of a round, without installing the host venv or training")
     args = p.parse_args()
-    venv = host_venv(args.variant)
     image = f"kerasenv:{args.variant}"
+    if args.dry_run:
+        return dry_run(args.variant, image)
+    venv = host_venv(args.variant)
     env = {"TF_CPP_MIN_LOG_LEVEL": "2"}
     results: dict[str, list[dict]] = {"container": [], "host": []}
     with tempfile.TemporaryDirectory(prefix="kerasenv-bench-") as tmp:
         for i in range(args.rounds):
-            container = ["docker", "run", "--rm", "--network", "none", "--shm-size", "2g", "--init",
-                         "-e", "TF_CPP_MIN_LOG_LEVEL=2", image, "python", "/opt/kerasenv/smoke_train.py",
-                         "--output-dir", f"/tmp/run{i}", *SMOKE_ARGS]
-            # The image's default command, from the checkout: run as a script, smoke_train.py
-            # has its own folder (images/common) on sys.path, so the host venv (the lock's
-            # packages only) imports kerasenv_image from there, the same code as in the image.
-            host = [str(venv / "bin" / "python"), str(REPO / "images" / "common" / "smoke_train.py"),
-                    "--output-dir", f"{tmp}/host{i}", *SMOKE_ARGS]
+            container, host = commands(image, venv / "bin" / "python", f"/tmp/run{i}", f"{tmp}/host{i}")
             results["container"].append(run_once(container))
             results["host"].append(run_once(host, env))
     med = {side: statistics.median(r["samples_per_second"] for r in runs) for side, runs in results.items()}

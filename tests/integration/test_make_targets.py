@@ -56,7 +56,8 @@ TARGETS = {
     "lab-up": "real: the compose lab service comes up (own project name, free port), then make down",
     "verify-gpu": "refusal without a GPU: VARIANT=tf2.21-cpu's container probe finds none, exit 3 "
                   "(real run on a GPU host)",
-    "bench-container": TODO,
+    "bench-container": "real, BENCH_ARGS=--dry-run: the lock, the image and the host's smoke launcher are "
+                       "checked, the commands of a round printed (no host TensorFlow install)",
     "push": "refusal: no REGISTRY= exits 2 with the hint",
     "pull": "refusal: no REGISTRY= exits 2 with the hint",
     "sbom": "real: VARIANT=tf2.21-cpu (the file it writes is removed)",
@@ -65,8 +66,10 @@ TARGETS = {
     "tensorboard": "real: tensorboard comes up (own project name, runs dir and port), then make down",
     "down": "real: after tensorboard, up and lab-up, no container of their project is left",
     "multiworker": "real: 2 workers, VARIANT=tf2.21-cpu EPOCHS=2 (about 20 s)",
-    "bench-multiworker": TODO,
-    "bench-profile": TODO,
+    "bench-multiworker": "real, BENCH_ARGS=--rounds 1: a single-container and a 2-worker smoke run, "
+                         "the result file restored afterwards",
+    "bench-profile": "real, BENCH_ARGS=--rounds 1: the smoke with and without --profile, the result file "
+                     "restored afterwards",
     "lint": "real: hadolint, the compose and workflow schemas, the k8s manifests",
     "test-unit": "real: PYTEST_ARGS= one unit test (-k)",
     "test-prereqs": "real: silent when everything is there",
@@ -78,7 +81,7 @@ TARGETS = {
     "clean-images": "real, against a fake Docker daemon (DOCKER_HOST=): also removes the images",
     "size": "real: the size table",
     "size-check": "real: the budgets hold",
-    "bench": TODO,
+    "bench": "real: sizes.json, then a one-configuration bench of tf2.21-cpu into a temporary folder",
     "bench-report": "real: redraws benchmarks/ (the files are restored afterwards)",
     "run": "make -n: exactly make smoke's recipe",
     "run-gpu": "make -n: exactly make smoke-gpu's recipe",
@@ -350,6 +353,49 @@ def test_bench_report_redraws_the_report_and_its_charts(restored):
     assert proc.returncode == 0, ran(proc)
     assert re.search(r"^wrote \S+/benchmarks/report\.md$", proc.stdout, re.M), ran(proc)
     assert re.search(r"^wrote \S+/benchmarks/charts/\S+\.png$", proc.stdout, re.M), ran(proc)
+
+
+@covers("bench-container")
+def test_bench_container_dry_run_checks_what_it_runs(cpu_image):
+    """The target that broke silently: its host side ran a launcher that had moved."""
+    proc = make("bench-container", "BENCH_ARGS=--dry-run")
+    assert proc.returncode == 0, ran(proc)
+    assert "dry run: each round runs" in proc.stdout, ran(proc)
+    assert re.search(r"^  docker run .* kerasenv:tf2\.21-cpu python /opt/kerasenv/smoke_train\.py ", proc.stdout, re.M)
+    assert re.search(rf"^  \S+/\.bench/venv-tf2\.21-cpu/bin/python {re.escape(str(REPO))}/images/common/smoke_train\.py ",
+                     proc.stdout, re.M), ran(proc)
+
+
+@covers("bench-multiworker")
+def test_bench_multiworker_one_round(cpu_image, restored):
+    restored("benchmarks/results/multiworker-tf2.21-cpu.json")
+    proc = make("bench-multiworker", "BENCH_ARGS=--rounds 1", timeout=900)
+    assert proc.returncode == 0, ran(proc)
+    assert re.search(r"^\| tf2\.21-cpu \| \d+ \| \d+ \| \d+\.\d\d \|$", proc.stdout, re.M), ran(proc)
+    result = json.loads((REPO / "benchmarks" / "results" / "multiworker-tf2.21-cpu.json").read_text())
+    assert result["rounds"] == 1 and result["two_workers_samples_per_second"] > 0
+
+
+@covers("bench-profile")
+def test_bench_profile_one_round(cpu_image, restored):
+    restored("benchmarks/results/profile-overhead-tf2.21-cpu.json")
+    proc = make("bench-profile", "BENCH_ARGS=--rounds 1", timeout=900)
+    assert proc.returncode == 0, ran(proc)
+    assert re.search(r"^\| tf2\.21-cpu \| [\d.]+ \| [\d.]+ \| [+-][\d.]+ s ", proc.stdout, re.M), ran(proc)
+    result = json.loads((REPO / "benchmarks" / "results" / "profile-overhead-tf2.21-cpu.json").read_text())
+    assert result["rounds"] == 1 and len(result["profiled"]) == 1
+
+
+@covers("bench")
+def test_bench_one_configuration_into_a_temporary_folder(cpu_image, restored, tmp_path):
+    restored("benchmarks/results/sizes.json")
+    out = tmp_path / "bench"
+    proc = make("bench", f"BENCH_ARGS=tf2.21-cpu --quick --models mlp --batch-sizes 32 --jit off --precision off "
+                         f"-o {out}", timeout=900)
+    assert proc.returncode == 0, ran(proc)
+    sizes = json.loads((REPO / "benchmarks" / "results" / "sizes.json").read_text())
+    assert any(image["ref"] == "kerasenv:tf2.21-cpu" for image in sizes["images"]), ran(proc)
+    assert list((out / "results").glob("*.json")) and (out / "report.md").exists(), ran(proc)
 
 
 # --- refusals: a GPU, a registry, root, the network or a long time --------------------------

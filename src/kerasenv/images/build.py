@@ -248,9 +248,9 @@ def drop_build_cache(client, result: BuildResult, say: Callable[[str], None]) ->
         except ImageNotFound:
             continue  # gone with a later stage whose only parent it was
         except APIError as exc:
-            if exc.status_code == 409:  # still the parent of another image
-                continue
-            raise
+            if exc.status_code != 409:  # 409: still the parent of another image
+                # The image is built; a cache that could not go costs disk, not the build.
+                say(f"could not drop builder-stage image {stage_image}: {exc.explanation or exc}")
     say(f"dropped the build cache of {result.variant.id}: {removed} builder-stage image(s) removed")
     return removed
 

@@ -10,7 +10,7 @@ import pytest
 
 from kerasenv.images import locks
 from kerasenv.errors import KerasenvError
-from kerasenv.build.locks import Pin
+from kerasenv.images.locks import Pin
 from kerasenv.matrix.schema import load
 
 VARIANTS = [v for v in load().variants if v.family != "rocm"]
