@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -187,3 +188,91 @@ def test_base_override_applies_to_debian_variants_only(real_matrix):
 def test_no_override_keeps_the_matrix_base(real_matrix):
     for v in real_matrix.variants:
         assert build.effective_base(v, None, real_matrix) == v.base_image
+
+
+# --- the builder stages of a build, and dropping them ------------------------------------
+
+# What the classic builder streams for a two-stage build (the shape of Docker 20.10's output:
+# each finished step's image as " ---> <12 hex>", a cached step with " ---> Using cache" first).
+STAGED_BUILD = [
+    "Step 1/8 : ARG BASE_IMAGE=debian:bookworm-slim", "Step 2/8 : FROM ${BASE_IMAGE} AS python-base",
+    " ---> 5110738b35b4", "Step 3/8 : RUN apt-get update", " ---> Using cache", " ---> 2d20af6c2828",
+    "Step 4/8 : FROM python-base AS builder", " ---> 2d20af6c2828", "Step 5/8 : RUN pip install -r x",
+    " ---> Running in 8f11923bbe72", "Removing intermediate container 8f11923bbe72", " ---> 89eee980990c",
+    "Step 6/8 : FROM python-base AS runtime", " ---> 2d20af6c2828",
+    "Step 7/8 : COPY --from=builder /opt/venv /opt/venv", " ---> a72a28c6535b",
+    "Step 8/8 : USER 1000:1000", " ---> d136583c0883", "Successfully built d136583c0883",
+]
+
+
+class FakeImage:
+    def __init__(self, image_id: str, tags=(), size: int = 10**9) -> None:
+        self.id, self.tags, self.attrs = image_id, list(tags), {"Size": size}
+
+
+class FakeBuildClient:
+    """The docker SDK calls build() and drop_build_cache() make, answered from memory:
+    `children` says which images another image builds on (Docker refuses to remove those)."""
+
+    def __init__(self, stream_lines, children=()) -> None:
+        from docker.errors import ImageNotFound
+
+        self._lines, self._not_found, self.removed = stream_lines, ImageNotFound, []
+        self._children = set(children)
+        self._images = {"debian:bookworm-slim": FakeImage("5110738b35b4", ["debian:bookworm-slim"])}
+        self.api, self.images = self, self
+
+    def build(self, **kwargs):
+        yield from ({"stream": line + "\n"} for line in self._lines)
+        yield {"aux": {"ID": "sha256:d136583c0883"}}
+
+    def get(self, ref):
+        if ref in self.removed:
+            raise self._not_found(ref)
+        return self._images.get(ref) or FakeImage(ref, ["kerasenv:tf2.21-cpu"] if "d136583c0883" in ref else [])
+
+    def list(self, name=None):
+        return [self.get(name)]
+
+    def remove(self, image_id, force=False, noprune=False):
+        from docker.errors import APIError
+
+        if image_id in self._children:
+            raise APIError("conflict", explanation="conflict: image has dependent child images",
+                           response=type("R", (), {"status_code": 409, "reason": "Conflict", "url": "/images"})())
+        self.removed.append(image_id)
+
+
+def test_a_build_records_the_last_image_of_each_stage_before_the_final_one(real_matrix):
+    client = FakeBuildClient(STAGED_BUILD)
+    result = build.build(client, real_matrix, real_matrix.get("tf2.21-cpu"),
+                         progress=build.Progress(io.StringIO(), live=False))
+    # python-base ends at 2d20af6c2828 (its image again under the next FROM), builder at 89eee980990c
+    assert result.stage_images == ("2d20af6c2828", "89eee980990c")
+    assert result.image_id == "sha256:d136583c0883"
+
+
+def test_dropping_the_cache_removes_the_builder_stages_and_keeps_what_the_image_builds_on(real_matrix):
+    client = FakeBuildClient(STAGED_BUILD, children={"2d20af6c2828"})  # python-base: the runtime's parent
+    said = []
+    result = build.build(client, real_matrix, real_matrix.get("tf2.21-cpu"),
+                         progress=build.Progress(io.StringIO(), live=False))
+    assert build.drop_build_cache(client, result, said.append) == 1
+    assert client.removed == ["89eee980990c"]
+    assert said == ["dropped the build cache of tf2.21-cpu: 1 builder-stage image(s) removed"]
+
+
+def test_a_cache_that_cannot_be_dropped_is_said_and_does_not_fail_the_build(real_matrix):
+    from docker.errors import APIError
+
+    client = FakeBuildClient(STAGED_BUILD, children={"2d20af6c2828"})
+
+    def refuse(image_id, **kwargs):
+        raise APIError("driver failed", explanation="driver failed",
+                       response=type("R", (), {"status_code": 500, "reason": "Server Error", "url": "/images"})())
+
+    client.remove = refuse
+    said = []
+    result = build.BuildResult(real_matrix.get("tf2.21-cpu"), "x", 1, 1.0, ("89eee980990c",))
+    assert build.drop_build_cache(client, result, said.append) == 0
+    assert said[0].startswith("could not drop builder-stage image 89eee980990c")
