@@ -32,6 +32,7 @@ _LEFTOVERS = {
 _BUILD_SOURCE_RE = re.compile(rf"^COPY {BUILD_DIR}/(\S+) ", re.M)
 _SECTION_RE = re.compile(r"\{\{#(\w+)\}\}\n(.*?)\{\{/\1\}\}\n", re.S)
 _PLACEHOLDER_RE = re.compile(r"\{\{(\w+)\}\}")
+_TEMPLATE_NOTE_RE = re.compile(r"^[ \t]*##.*\n", re.M)
 
 
 def templates_dir(root: Path = REPO_ROOT) -> Path:
@@ -43,9 +44,13 @@ def _template(name: str, templates: Path) -> str:
 
 
 def render(template: str, values: dict[str, str], sections: dict[str, bool]) -> str:
+    """The template with its `{{#name}}...{{/name}}` sections kept or dropped, its
+    `{{placeholders}}` filled in, and its `##` lines (the template's own notes on why each step
+    is as it is) left out: a generated Dockerfile keeps only its `#` lines."""
     def section(match: re.Match[str]) -> str:
         return match.group(2) if sections[match.group(1)] else ""
 
+    template = _TEMPLATE_NOTE_RE.sub("", template)
     text = _SECTION_RE.sub(section, template)
 
     def placeholder(match: re.Match[str]) -> str:

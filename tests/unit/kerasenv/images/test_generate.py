@@ -426,3 +426,15 @@ def test_jupyter_dockerfile_builds_on_the_variant_and_bakes_in_no_token(real_mat
     cmd = next(line for line in final.splitlines() if line.startswith("CMD "))
     assert '[ -n \\"${JUPYTER_TOKEN+set}\\" ] && [ -z \\"$JUPYTER_TOKEN\\" ]' in cmd and "exit 2" in cmd
     assert "--ServerApp.root_dir=/workspace" in cmd and "--ServerApp.port=8888" in cmd
+
+
+def test_the_templates_notes_stay_in_the_template(real_matrix):
+    """`##` lines explain the template's steps to whoever edits it; the generated Dockerfiles
+    keep only the `#` lines (a header per stage), so they stay short."""
+    template = (generate.templates_dir() / "debian.Dockerfile.in").read_text()
+    assert template.count("\n##") > 20
+    for v in real_matrix.debian_based:
+        text = generate.dockerfile(real_matrix, v)
+        assert "\n##" not in text and not text.startswith("##")
+        assert "# ---- runtime: interpreter + venv, no build tools, no build CA, non-root" in text
+    assert generate.render("a\n## note\n  ## indented note\nb\n", {}, {}) == "a\nb\n"
