@@ -192,7 +192,14 @@ endef
 $(foreach i,$(shell seq $(words $(DEBIAN_VARIANTS))),$(eval $(call test_lane_steps,$(word $(i),$(DEBIAN_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(DEBIAN_VARIANTS))))))
 
 test-lanes: test-accept-$(lastword $(DEBIAN_VARIANTS)) ## what `make test` runs after lint, in two lanes (use `make -j2 test-lanes`): builds, and the tests of each built image
-	$(call timed,pytest tests) $(VENV)/bin/pytest tests $(PYTEST_ARGS) $(call record_failure,pytest tests)
+	$(call timed,integration tests) $(VENV)/bin/pytest tests -m docker $(PYTEST_ARGS) $(call record_failure,integration tests (pytest tests -m docker))
+
+# The tests that need no Docker open the test lane: they fill the time the first build takes.
+# (A lane step, like test-build-<id> and test-accept-<id>: run by test-lanes, not on its own.)
+unit_step := test-unit-lane-step
+test-accept-$(firstword $(DEBIAN_VARIANTS)): $(unit_step)
+$(unit_step): venv
+	$(call timed,unit tests) $(VENV)/bin/pytest tests -m 'not docker' $(PYTEST_ARGS) $(call record_failure,unit tests (pytest tests -m "not docker"))
 
 test-acceptance: venv ## the acceptance suite (acceptance/) against kerasenv:VARIANT, or IMAGE=<any ref> (GPU=1 adds the GPU tests)
 	$(VENV)/bin/pytest acceptance $(if $(IMAGE),--image $(IMAGE),--variant $(VARIANT)) $(if $(GPU),--gpu) $(PYTEST_ARGS)

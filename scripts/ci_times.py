@@ -38,7 +38,7 @@ def parse(text: str) -> dict:
             pending_summary = m.group("summary")
         elif m := STEP.match(line):
             tests = ""
-            if m.group("name").startswith(("acceptance", "pytest")) and pending_summary:
+            if m.group("name").startswith(("acceptance", "unit", "integration", "pytest")) and pending_summary:
                 tests, pending_summary = pending_summary, None
             steps.append({**m.groupdict(), "tests": tests})
         elif m := BUILT.match(line):

@@ -74,7 +74,7 @@ TARGETS = {
     "test-unit": "real: PYTEST_ARGS= one unit test (-k)",
     "test-prereqs": "real: silent when everything is there",
     "test": "make -n: test-prereqs, then the drift check, lint and make -j2 test-lanes",
-    "test-lanes": "make -n: builds, acceptance per variant, pytest tests (and scripts/timed-step exists)",
+    "test-lanes": "make -n: builds, unit tests, acceptance per variant, integration tests (and scripts/timed-step exists)",
     "test-acceptance": "real: VARIANT=tf2.21-cpu PYTEST_ARGS='-k test_label_urls_are_https'",
     "test-acceptance-all": "real: PYTEST_ARGS='-k test_label_urls_are_https' on every built variant",
     "clean": "real, against a fake Docker daemon (DOCKER_HOST=): removes its project container, prunes",
@@ -484,7 +484,8 @@ def test_test_lanes_build_accept_and_test(matrix):
     assert proc.returncode == 0, ran(proc)
     for v in matrix.debian_based:
         assert re.search(rf"^scripts/timed-step 'build {re.escape(v.id)}' ", proc.stdout, re.M), ran(proc)
-    assert re.search(r"^scripts/timed-step 'pytest tests' \.venv/bin/pytest tests\b", proc.stdout, re.M), ran(proc)
+    assert re.search(r"^scripts/timed-step 'unit tests' \.venv/bin/pytest tests -m 'not docker'", proc.stdout, re.M), ran(proc)
+    assert re.search(r"^scripts/timed-step 'integration tests' \.venv/bin/pytest tests -m docker\b", proc.stdout, re.M), ran(proc)
     assert_files_exist(proc.stdout)
 
 

@@ -37,7 +37,8 @@ def test_make_test_builds_and_accepts_every_debian_based_variant(real_matrix):
     for v in real_matrix.debian_based:
         assert re.search(rf"kerasenv build {re.escape(v.id)} --jupyter\b", lanes), v.id
         assert re.search(rf"pytest acceptance --variant {re.escape(v.id)}\b", lanes), v.id
-    assert re.search(r"pytest tests\b", lanes)
+    assert re.search(r"pytest tests -m 'not docker'", lanes) and re.search(r"pytest tests -m docker\b", lanes)
+    assert lanes.index("pytest tests -m 'not docker'") < lanes.index("pytest acceptance --variant")  # unit first
     built = re.findall(r"kerasenv build (\S+)", lanes)
     assert sorted(built) == sorted(v.id for v in real_matrix.debian_based)  # each once
 
