@@ -28,6 +28,10 @@ from kerasenv.engine import docker_client
 from kerasenv.matrix import schema as matrix_mod
 
 TEST_LABEL = "io.kerasenv.acceptance"
+# This session's value of TEST_LABEL: the leftover check at the end looks at this session's
+# containers only, so two acceptance runs at once (two checkouts, two images) cannot fail
+# each other's check.
+SESSION = uuid.uuid4().hex
 ALL_FAMILIES = frozenset({"cpu", "cuda", "rocm"})
 
 
@@ -238,7 +242,7 @@ def root_host(box):
 def start(docker, ref: str, command, **kwargs):
     """Create and start a labelled container; one that fails to start is removed too."""
     container = docker.containers.create(
-        ref, command, labels={docker_client.PROJECT_LABEL: "kerasenv", TEST_LABEL: uuid.uuid4().hex}, **kwargs)
+        ref, command, labels={docker_client.PROJECT_LABEL: "kerasenv", TEST_LABEL: SESSION}, **kwargs)
     try:
         container.start()
     except Exception:
@@ -303,5 +307,5 @@ def run_once(docker, ref: str, command, **kwargs) -> tuple[int, str, str]:
 @pytest.fixture(scope="session", autouse=True)
 def no_leftover_containers(docker):
     yield
-    left = docker.containers.list(all=True, filters={"label": TEST_LABEL})
+    left = docker.containers.list(all=True, filters={"label": f"{TEST_LABEL}={SESSION}"})
     assert not left, f"acceptance containers left behind: {[c.name for c in left]}"

@@ -19,6 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 # The variants `make test` builds for real (issue #2): the CPU image and the default GPU image.
 BUILT_IN_TESTS = ("tf2.21-cpu", "tf2.21-cuda12.9")
 TEST_LABEL = "io.kerasenv.test"
+# This session's value of TEST_LABEL, so the leftover check sees this run's containers only.
+SESSION = uuid.uuid4().hex
 
 
 def pytest_collection_modifyitems(items):
@@ -145,7 +147,7 @@ class TrackedContainer:
     def run(self, command, *, timeout: int = 300, **kwargs) -> tuple[int, str, str]:
         container = self.docker.containers.run(
             self.image, command, detach=True, network_mode="none",
-            labels={docker_client.PROJECT_LABEL: "kerasenv", TEST_LABEL: uuid.uuid4().hex},
+            labels={docker_client.PROJECT_LABEL: "kerasenv", TEST_LABEL: SESSION},
             **kwargs)
         try:
             status = container.wait(timeout=timeout)
@@ -173,5 +175,5 @@ def container(docker):
 def no_leftover_containers(docker):
     """After the session, no container started by a test may remain."""
     yield
-    left = docker.containers.list(all=True, filters={"label": TEST_LABEL})
+    left = docker.containers.list(all=True, filters={"label": f"{TEST_LABEL}={SESSION}"})
     assert not left, f"containers left behind: {[c.name for c in left]}"
