@@ -179,6 +179,9 @@ DEBIAN_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^family = /{if ($$2 != "
 # took CI's peak disk from about 30 GB of images to 60 GB.
 BUILD_CACHE_KEPT := tf2.21-cpu tf2.21-cuda12.9
 TEST_FAILURES := .test-failures
+# Lane steps that are not a variant's (run by test-lanes, not on their own):
+unit_step := test-unit-lane-step
+integration_step := test-integration-lane-step
 record_failure = || echo '$(1)' >> $(TEST_FAILURES)
 timed = scripts/timed-step '$(1)'
 
@@ -191,12 +194,15 @@ test-accept-$(1): test-build-$(1) $(if $(2),test-accept-$(2))
 endef
 $(foreach i,$(shell seq $(words $(DEBIAN_VARIANTS))),$(eval $(call test_lane_steps,$(word $(i),$(DEBIAN_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(DEBIAN_VARIANTS))))))
 
-test-lanes: test-accept-$(lastword $(DEBIAN_VARIANTS)) ## what `make test` runs after lint, in two lanes (use `make -j2 test-lanes`): builds, and the tests of each built image
+test-lanes: test-accept-$(lastword $(DEBIAN_VARIANTS)) $(integration_step) ## what `make test` runs after lint, in two lanes (use `make -j2 test-lanes`): builds, and the tests of each built image
+
+# The integration tests close the build lane: once every image is built they run beside the
+# acceptance runs still going (they need tf2.21-cpu, tf2.21-cuda12.9 and tf2.15-cuda12.2, and
+# each suite labels its containers as its own session's).
+$(integration_step): test-build-$(lastword $(DEBIAN_VARIANTS))
 	$(call timed,integration tests) $(VENV)/bin/pytest tests -m docker $(PYTEST_ARGS) $(call record_failure,integration tests (pytest tests -m docker))
 
 # The tests that need no Docker open the test lane: they fill the time the first build takes.
-# (A lane step, like test-build-<id> and test-accept-<id>: run by test-lanes, not on its own.)
-unit_step := test-unit-lane-step
 test-accept-$(firstword $(DEBIAN_VARIANTS)): $(unit_step)
 $(unit_step): venv
 	$(call timed,unit tests) $(VENV)/bin/pytest tests -m 'not docker' $(PYTEST_ARGS) $(call record_failure,unit tests (pytest tests -m "not docker"))

@@ -240,9 +240,14 @@ def root_host(box):
 
 
 def start(docker, ref: str, command, **kwargs):
-    """Create and start a labelled container; one that fails to start is removed too."""
-    container = docker.containers.create(
-        ref, command, labels={docker_client.PROJECT_LABEL: "kerasenv", TEST_LABEL: SESSION}, **kwargs)
+    """Create and start a labelled container; one that fails to start is removed too.
+
+    Labelled as this session's (TEST_LABEL), not with the project label: `make clean` (which
+    the integration tests run while `make test` may still be accepting an image) removes every
+    project container, and would take this session's boxes with it. The suite removes each
+    container it starts; after a killed run:
+    `docker rm -f $(docker ps -aq --filter label=io.kerasenv.acceptance)`."""
+    container = docker.containers.create(ref, command, labels={TEST_LABEL: SESSION}, **kwargs)
     try:
         container.start()
     except Exception:
