@@ -165,12 +165,13 @@ test: test-prereqs ## everything: prerequisites, drift check, lint, build every 
 	@echo "make test: every step passed"
 
 # --- make test's two lanes, run side by side by `make -j2` -----------------------------------
-# The build lane builds every Debian-based variant and its JupyterLab flavour, one after the
-# other; the test lane runs the acceptance suite on each image as soon as it is built, then the
-# unit and integration tests (they use tf2.21-cpu, tf2.21-cuda12.9 and tf2.15-cuda12.2). A build
-# leaves one of two cores idle most of the time (downloads, one-core unpacking, layer commits),
-# so the tests of one variant run during the build of the next. A failed step is recorded and
-# the lanes go on, so one run names every failure; `make test` fails at the end if any did.
+# The build lane builds every Debian-based variant, one after the other, then runs the
+# integration tests (they use tf2.21-cpu, tf2.21-cuda12.9 and tf2.15-cuda12.2). The test lane
+# runs the unit tests while the first image builds, then, as soon as each image is built, its
+# JupyterLab flavour (a layer on it) and the acceptance suite on both. A build leaves one of two
+# cores idle most of the time (downloads, one-core unpacking, layer commits), so the tests of one
+# variant run during the build of the next. A failed step is recorded and the lanes go on, so
+# one run names every failure; `make test` fails at the end if any did.
 DEBIAN_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^family = /{if ($$2 != "rocm") print id}' images/matrix.toml)
 # The variants whose builder-stage cache stays after their build: the integration tests rebuild
 # them (BUILT_IN_TESTS in tests/integration/conftest.py; a unit test keeps the two equal). Every
@@ -188,8 +189,9 @@ timed = scripts/timed-step '$(1)'
 define test_lane_steps
 # $(1): the variant, $(2): the one before it in the matrix (empty for the first)
 test-build-$(1): $(if $(2),test-build-$(2)) venv
-	$$(call timed,build $(1)) $$(KERASENV) build $(1) --jupyter $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1))
+	$$(call timed,build $(1)) $$(KERASENV) build $(1) $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1))
 test-accept-$(1): test-build-$(1) $(if $(2),test-accept-$(2))
+	$$(call timed,build $(1)-jupyter) $$(KERASENV) build $(1) --jupyter-only $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1)-jupyter)
 	$$(call timed,acceptance $(1)) $$(VENV)/bin/pytest acceptance --variant $(1) $$(PYTEST_ARGS) $$(call record_failure,acceptance $(1))
 endef
 $(foreach i,$(shell seq $(words $(DEBIAN_VARIANTS))),$(eval $(call test_lane_steps,$(word $(i),$(DEBIAN_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(DEBIAN_VARIANTS))))))

@@ -56,8 +56,8 @@ def main() -> int:
     path = REPO / "benchmarks" / "results" / f"profile-overhead-{args.variant}.json"
     path.write_text(json.dumps(out, indent=2) + "\n")
     print(f"| {args.variant} | {median['plain']['wall_s']:.1f} | {median['profiled']['wall_s']:.1f} | "
-          f"+{added_wall:.1f} s ({100 * added_wall / median['plain']['wall_s']:.0f} %) | "
-          f"+{added_fit:.2f} s | {analysis:.2f} s |")
+          f"{added_wall:+.1f} s ({100 * added_wall / median['plain']['wall_s']:+.0f} %) | "
+          f"{added_fit:+.2f} s | {analysis:.2f} s |")
     return 0
 
 

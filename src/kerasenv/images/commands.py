@@ -38,8 +38,11 @@ def register(subparsers) -> None:
                    "KERASENV_CA_CERT; default: the host's PIP_CERT / REQUESTS_CA_BUNDLE / SSL_CERT_FILE)")
     s.add_argument("--no-ca-cert", action="store_true", help="do not pass any CA to the build")
     s.add_argument("--no-cache", action="store_true", help="build without Docker's layer cache")
-    s.add_argument("--jupyter", action="store_true",
-                   help="also build the JupyterLab flavour kerasenv:<id>-jupyter (cpu and cuda variants)")
+    flavour = s.add_mutually_exclusive_group()
+    flavour.add_argument("--jupyter", action="store_true",
+                         help="also build the JupyterLab flavour kerasenv:<id>-jupyter (cpu and cuda variants)")
+    flavour.add_argument("--jupyter-only", action="store_true",
+                         help="build only the JupyterLab flavour, on the variant image already built")
     s.add_argument("--drop-build-cache", action="store_true",
                    help="remove each build's builder-stage images once its image is built: about the image's "
                         "size again in disk; the next build of that variant starts cold")
@@ -114,20 +117,22 @@ def _cmd_build(args, matrix: Matrix) -> int:
     ca_cert = None if args.no_ca_cert else build.default_ca_cert(args.ca_cert)
     if ca_cert:
         build.read_ca_cert(ca_cert)  # fail before touching Docker
-    client = docker_client.client()
-    if args.jupyter and not [v for v in variants if v in matrix.with_jupyter()]:
-        raise UsageError(f"--jupyter: none of {', '.join(v.id for v in variants)} has a JupyterLab flavour "
+    flag = "--jupyter-only" if args.jupyter_only else "--jupyter"
+    if (args.jupyter or args.jupyter_only) and not [v for v in variants if v in matrix.with_jupyter()]:
+        raise UsageError(f"{flag}: none of {', '.join(v.id for v in variants)} has a JupyterLab flavour "
                          f"(those that do: {', '.join(v.id for v in matrix.with_jupyter())})")
     client = docker_client.client()
     options = dict(base_image=args.base_image or os.environ.get("BASE_IMAGE"), ca_cert=ca_cert, no_cache=args.no_cache)
     results = []
     for v in variants:
-        built = [build.build(client, matrix, v, **options)]
-        if args.jupyter and v in matrix.with_jupyter():
-            built.append(build.build(client, matrix, v, jupyter=True, **options))
-        for result in built if args.drop_build_cache else ():
+        built = []  # (tag, result)
+        if not args.jupyter_only:
+            built.append((v.image_ref, build.build(client, matrix, v, **options)))
+        if (args.jupyter or args.jupyter_only) and v in matrix.with_jupyter():
+            built.append((v.jupyter_ref, build.build(client, matrix, v, jupyter=True, **options)))
+        for _, result in built if args.drop_build_cache else ():
             build.drop_build_cache(client, result, lambda line: print(line, file=sys.stderr))
-        results += [(v.jupyter_ref if i else v.image_ref, r) for i, r in enumerate(built)]
+        results += built
     for ref, r in results:
         print(f"{ref}\t{r.size_bytes / 1e9:.2f} GB\t{r.seconds:.0f} s")
     return 0

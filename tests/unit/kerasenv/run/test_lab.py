@@ -146,10 +146,12 @@ def test_announce_prints_the_url_when_waiting(stub_server):
 
 def test_announce_in_the_background_says_nothing_for_a_server_that_exited():
     said = []
+    before = set(threading.enumerate())
     lab.announce(free_port(), "t", said.append, wait=False)(FakeContainer(status="exited"))
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and thread.daemon:
-            thread.join(timeout=5)
+    started = [t for t in threading.enumerate() if t not in before]  # its thread only: not every
+    for thread in started:                                          # daemon thread of the session
+        thread.join(timeout=5)
+    assert not any(t.is_alive() for t in started)
     assert said == []
 
 
