@@ -19,14 +19,13 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from kerasenv_image import bench as in_image_bench
-from kerasenv_image import gpu_sampler
+from kerasenv_image import gpu_sampler, jsonfile
 from kerasenv_image.bench.protocol import EXIT_NO_GPU, JIT_CHOICES, MODELS, PRECISIONS, RESULT_PREFIX
 
 from .. import __version__
@@ -343,23 +342,9 @@ def _image_id(client, v: Variant) -> str | None:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Atomically: a reader (the report) never sees half a file."""
+    """Atomically (kerasenv_image.jsonfile): a reader (the report) never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, allow_nan=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    jsonfile.write_atomically(data, str(path), sort_keys=False)
 
 
 def summary_lines(doc: dict) -> list[str]:

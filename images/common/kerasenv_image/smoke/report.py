@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
 import tempfile
 
+from .. import jsonfile
 from .console import log
 from .errors import EXIT_USAGE, SmokeFailure
 from .log_filter import hidden_note
@@ -40,23 +40,8 @@ def strict_json(value):
 
 
 def write_json_atomically(value, target: str) -> None:
-    """Write to a temporary file beside `target`, fsync, then rename over it: a reader
-    sees the old file or the new one, never half of one. On error nothing is left."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-", suffix=".json")
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(strict_json(value), handle, indent=2, sort_keys=True, allow_nan=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """`value` in `target`, atomically (kerasenv_image.jsonfile), NaN and infinities as null."""
+    jsonfile.write_atomically(strict_json(value), target)
 
 
 def write_report(report: dict, output_dir: str | None) -> bool:
