@@ -242,11 +242,10 @@ def root_host(box):
 def start(docker, ref: str, command, **kwargs):
     """Create and start a labelled container; one that fails to start is removed too.
 
-    Labelled as this session's (TEST_LABEL), not with the project label: `make clean` (which
-    the integration tests run while `make test` may still be accepting an image) removes every
-    project container, and would take this session's boxes with it. The suite removes each
-    container it starts; after a killed run:
-    `docker rm -f $(docker ps -aq --filter label=io.kerasenv.acceptance)`."""
+    Labelled as this session's (TEST_LABEL), and not as the tool's (io.kerasenv.kind): `make
+    clean`, which the integration tests run while `make test` may still be accepting an image,
+    removes what the tool started and leaves these alone. The suite removes each container it
+    starts; after a killed run: `docker rm -f $(docker ps -aq --filter label=io.kerasenv.acceptance)`."""
     container = docker.containers.create(ref, command, labels={TEST_LABEL: SESSION}, **kwargs)
     try:
         container.start()

@@ -1,7 +1,11 @@
 """`kerasenv clean`: remove what the project left in Docker, found by its labels.
 
-Always: every container and network with the project label, and old final images a
-rebuild left untagged (they carry the variant label). The untagged last image of each
+Always: every container the tool or compose started (they carry io.kerasenv.kind: smoke, run,
+shell, lab, bench, multiworker, gpu-probe, sbom, compose), every network with the project label,
+and old final images a rebuild left untagged (they carry the variant label). Not every container
+with the project label: a container inherits its image's labels, so a training someone started
+with a plain `docker run kerasenv:<id>` carries it too, and is theirs to stop, not ours (as are
+the boxes of an acceptance run going on beside). The untagged last image of each
 builder stage carries only the project label: it is Docker's build cache for the pip
 install steps (pruning it made the next build cold), so it stays unless `images` asks
 for everything to go, with every kerasenv:<id> image and the PTX JIT-cache volumes.
@@ -15,6 +19,7 @@ from ..engine.docker_client import PROJECT_LABEL
 from ..matrix.schema import Matrix
 
 VARIANT_LABEL = "io.kerasenv.variant"
+KIND_LABEL = "io.kerasenv.kind"  # on every container the tool (or compose) starts
 CUDA_CACHE_FILTER = "io.kerasenv.kind=cuda-cache"
 
 
@@ -27,7 +32,7 @@ class Cleaned:
 def clean(client, matrix: Matrix, *, images: bool = False, say=print) -> Cleaned:
     """Remove the project's leftovers; `say` gets one line per thing removed."""
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": PROJECT_LABEL}):
+    for container in client.containers.list(all=True, filters={"label": KIND_LABEL}):
         container.remove(force=True)
         say(f"removed container {container.name}")
         removed += 1
