@@ -158,8 +158,10 @@ def assert_files_exist(recipe: str) -> None:
 
 # --- nothing left behind --------------------------------------------------------------------
 
-# Caches a target keeps on purpose (ignored by git): the SBOM tool, installed on first use.
-KEPT = {"!! .sbom-tool/"}
+# Ignored files that are not a target's leftovers: the SBOM tool (installed on first use and
+# kept on purpose), and the list of failed
+# steps that `make test` keeps while these tests run beside its acceptance runs.
+KEPT = {"!! .sbom-tool/", "!! .test-failures"}
 RUNS = REPO / "runs"
 
 
