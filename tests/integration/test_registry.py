@@ -51,6 +51,9 @@ def registry(tmp_path_factory):
         proc.terminate()
         proc.wait(timeout=30)
         _untag_registry_refs(f"127.0.0.1:{port}/")
+        # The pushed blobs (4 GB with the CUDA image): pytest would keep them in its base
+        # temporary directory for the next three sessions.
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _untag_registry_refs(prefix: str) -> None:
