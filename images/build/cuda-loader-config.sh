@@ -12,26 +12,33 @@ nvidia=$venv/lib/python$python/site-packages/nvidia
 # the RUNPATH of libtensorflow_framework.so.2. TF 2.21's no longer lists nvidia/cusolver/lib
 # (it moved to libtensorflow_cc.so.2), so without this "Could not load dynamic library
 # 'libcusolver.so.11'" and "Skipping registering GPU devices": the image trains on the CPU.
-# cuDNN also dlopens NVRTC (cuda_nvrtc/lib, outside its RUNPATH) and CUPTI/NCCL are opened
-# by name. docker-stacks hits the same class of problem (tensorflow/tensorflow#63362) and
-# sets LD_LIBRARY_PATH; /etc/ld.so.conf.d instead holds for every process: any --user,
-# `env -i`, subprocesses, and the NVIDIA Container Toolkit's ldconfig at container start
-# (it rebuilds the cache from this same configuration).
-printf '%s\n' "$nvidia"/*/lib > /etc/ld.so.conf.d/kerasenv-cuda-wheels.conf
+# cuDNN also dlopens NVRTC (outside its RUNPATH) and CUPTI/NCCL are opened by name; JAX's
+# CUDA plugin and PyTorch dlopen the same libraries by soname. docker-stacks hits the same
+# class of problem (tensorflow/tensorflow#63362) and sets LD_LIBRARY_PATH; /etc/ld.so.conf.d
+# instead holds for every process: any --user, `env -i`, subprocesses, and the NVIDIA
+# Container Toolkit's ldconfig at container start (it rebuilds the cache from this same
+# configuration). Every directory that holds a shared library: the CUDA 12 wheels keep one
+# lib/ per component (nvidia/cublas/lib), the CUDA 13 ones share nvidia/cu13/lib.
+find "$nvidia" -name 'lib*.so*' -type f -printf '%h\n' | sort -u > /etc/ld.so.conf.d/kerasenv-cuda-wheels.conf
 
 # cuDNN dlopens NVRTC by its unversioned name, which the wheel does not ship
 # (AUTOMATIC1111/stable-diffusion-webui#10230): link it to the versioned library.
 # Checks read their whole input (`grep >/dev/null`, `sed -n 1p`), never `grep -q`/`head`:
 # under pipefail a reader that exits early kills the writer with SIGPIPE, and the step
 # failed with exit 141 when `ldconfig -p` was still writing (seen in CI, 2026-12-01).
-nvrtc=$(find "$nvidia"/cuda_nvrtc/lib -name 'libnvrtc.so.*' -printf '%f\n' | sort | sed -n 1p)
-ln -s "$nvrtc" "$nvidia"/cuda_nvrtc/lib/libnvrtc.so
+nvrtc_path=$(find "$nvidia" -name 'libnvrtc.so.*' ! -name '*builtins*' -type f | sort | sed -n 1p)
+test -n "$nvrtc_path"
+nvrtc_dir=$(dirname "$nvrtc_path")
+[ -e "$nvrtc_dir"/libnvrtc.so ] || ln -s "$(basename "$nvrtc_path")" "$nvrtc_dir"/libnvrtc.so
 ldconfig
-ldconfig -p | grep "libnvrtc.so (.*$nvidia/cuda_nvrtc/lib/libnvrtc.so$" >/dev/null
+ldconfig -p | grep "libnvrtc.so (.*$nvrtc_dir/libnvrtc.so$" >/dev/null
 
-# XLA looks for ptxas on PATH in older TF releases (tensorflow/tensorflow#58681,
-# tensorflow/docs pip.md step 6): link the pinned wheel's ptxas into the venv, and check
-# it is the CUDA release of the matrix. XLA also needs libdevice (see XLA_FLAGS).
-ln -s ../lib/python"$python"/site-packages/nvidia/cuda_nvcc/bin/ptxas "$venv"/bin/ptxas
-ptxas --version | grep "release ${cuda//./\\.}," >/dev/null
-test -f "$nvidia"/cuda_nvcc/nvvm/libdevice/libdevice.10.bc
+# XLA (TensorFlow, JAX) compiles with ptxas and libdevice from the nvcc wheel; older TF
+# releases look for ptxas on PATH (tensorflow/tensorflow#58681, tensorflow/docs pip.md step
+# 6): link the pinned wheel's ptxas into the venv, and check it is the CUDA release of the
+# matrix. PyTorch's stack has no nvcc wheel (Triton carries its own ptxas): nothing to link.
+if [ -d "$nvidia"/cuda_nvcc ]; then
+  ln -s ../lib/python"$python"/site-packages/nvidia/cuda_nvcc/bin/ptxas "$venv"/bin/ptxas
+  ptxas --version | grep "release ${cuda//./\\.}," >/dev/null
+  test -f "$nvidia"/cuda_nvcc/nvvm/libdevice/libdevice.10.bc
+fi

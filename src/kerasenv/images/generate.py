@@ -75,7 +75,10 @@ def dockerfile(matrix: Matrix, v: Variant, templates: Path | None = None) -> str
     values = {
         "id": v.id,
         "family": v.family,
-        "tensorflow": v.tensorflow,
+        "tensorflow": v.tensorflow or "",
+        "framework": f"{v.framework_name} {v.framework_version}",
+        "framework_pin": f"{v.framework_package}=={v.framework_version}",
+        "backend": v.backend,
         "keras": v.keras,
         "python": v.python,
         "python_re": v.python.replace(".", r"\."),
@@ -87,7 +90,11 @@ def dockerfile(matrix: Matrix, v: Variant, templates: Path | None = None) -> str
         "labels": _label_block(matrix, v),
     }
     name = "rocm.Dockerfile.in" if v.family == "rocm" else "debian.Dockerfile.in"
-    return render(_template(name, templates or templates_dir()), values, {"cuda": v.family == "cuda"})
+    # XLA (TensorFlow, JAX) compiles with the nvcc wheel's ptxas and libdevice; PyTorch's
+    # stack has no nvcc wheel (Triton brings its own ptxas).
+    xla = v.family == "cuda" and any(n.startswith("nvidia-cuda-nvcc") for n in v.cuda_wheels())
+    return render(_template(name, templates or templates_dir()), values,
+                  {"cuda": v.family == "cuda", "xla": xla})
 
 
 def jupyter_dockerfile(matrix: Matrix, v: Variant, templates: Path | None = None) -> str:

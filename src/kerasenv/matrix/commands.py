@@ -33,7 +33,7 @@ def _cmd_list(args, matrix: Matrix) -> int:
         rows = []
         for v in matrix.variants:
             row = {k: val for k, val in vars(v).items() if val is not None and k != "gpu_evidence"}
-            row.update(image=v.image_ref, min_driver=v.min_driver, min_driver_ptx_jit=v.min_driver_ptx,
+            row.update(image=v.image_ref, framework=v.framework_package, framework_version=v.framework_version, min_driver=v.min_driver, min_driver_ptx_jit=v.min_driver_ptx,
                        cuda_wheels_driver=v.min_driver_toolkit,
                        cuda_compute_capabilities=list(v.compute_capabilities),
                        cuda_stack_provenance=vars(v.provenance) if v.provenance else None)
@@ -42,7 +42,7 @@ def _cmd_list(args, matrix: Matrix) -> int:
     else:
         for v in matrix.variants:
             stack = {"cuda": f"CUDA {v.cuda} / cuDNN {v.cudnn}", "rocm": f"ROCm {v.rocm}"}.get(v.family, "CPU")
-            print(f"{v.id:<18} TF {v.tensorflow:<7} Keras {v.keras:<7} Python {v.python:<5} {stack}")
+            print(f"{v.id:<19} {v.framework_label:<15} Keras {v.keras:<7} Python {v.python:<5} {stack}")
             if v.provenance:
                 print(f"{'':<18} stack: {v.provenance.one_line()}")
     return 0

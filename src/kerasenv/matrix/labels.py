@@ -25,7 +25,8 @@ def static_labels(matrix: Matrix, v: Variant) -> dict[str, str]:
         f"{OCI}.vendor": matrix.project["name"],
         f"{NS}.variant": v.id,
         f"{NS}.family": v.family,
-        f"{NS}.tensorflow": v.tensorflow,
+        f"{NS}.backend": v.backend,
+        f"{NS}.{v.backend}": v.framework_version,
         f"{NS}.keras": v.keras,
         f"{NS}.python": v.python,
     }
@@ -39,7 +40,7 @@ def static_labels(matrix: Matrix, v: Variant) -> dict[str, str]:
             f"{NS}.cuda-wheels-driver": v.min_driver_toolkit or "",
             # What TensorFlow itself was built with (tf.sysconfig.get_build_info()): the
             # image's wheels (io.kerasenv.cuda) differ from it under a GPU-verified override.
-            f"{NS}.tensorflow-built-with-cuda": v.tested_stack.cuda if v.tested_stack else "",
+            f"{NS}.{v.backend}-built-with-cuda": v.built_with_stack.cuda if v.built_with_stack else "",
             f"{NS}.cuda-compute-capabilities": ",".join(v.compute_capabilities),
         })
         evidence = v.provenance
@@ -66,9 +67,11 @@ DYNAMIC_LABELS = {
 
 def describe(v: Variant) -> str:
     keras = f"Keras {v.keras}" + (" (tf.keras)" if v.keras_is_tf_keras else "")
-    text = f"TensorFlow {v.tensorflow}, {keras}, Python {v.python}"
+    text = f"{v.framework_name} {v.framework_version}, {keras}, Python {v.python}"
     if v.family == "cuda":
         text += f", CUDA {v.cuda}, cuDNN {v.cudnn}"
+        if v.backend != "tensorflow":
+            text += f", Keras backend {v.backend}"
     elif v.family == "rocm":
         text += f", ROCm {v.rocm}"
     else:

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import backend_releases
 from . import nvidia_drivers
 from . import tested_builds
+from .backend_releases import BACKENDS
 from ..errors import MatrixError, UsageError
 from .tested_builds import version_tuple
 
@@ -57,7 +59,7 @@ class GpuEvidence:
 class Variant:
     id: str
     family: str
-    tensorflow: str
+    tensorflow: str | None  # the TensorFlow release; None on the JAX and PyTorch backends
     keras: str
     python: str
     base_image: str
@@ -71,11 +73,56 @@ class Variant:
     # tensorboard-plugin-profile (XProf) release locked into the image, from [profiler]
     # (None: no profiler in the image; always None for ROCm, whose Python is AMD's)
     profile_plugin: str | None = None
+    # The Keras backend the image trains on (KERAS_BACKEND in the image), and the release of
+    # that framework: the matrix field named after the backend (tensorflow, jax or torch).
+    backend: str = "tensorflow"
+    jax: str | None = None
+    torch: str | None = None
 
     # --- derived facts -------------------------------------------------------------
     @property
+    def framework_version(self) -> str:
+        """The release of the backend's framework (TensorFlow, JAX or PyTorch)."""
+        version = {"tensorflow": self.tensorflow, "jax": self.jax, "torch": self.torch}[self.backend]
+        assert version is not None
+        return version
+
+    @property
+    def framework_name(self) -> str:
+        return {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}[self.backend]
+
+    @property
+    def framework_label(self) -> str:
+        """'TF 2.21.0', 'JAX 0.10.2', 'PyTorch 2.15.0': the framework in a few characters."""
+        short = {"tensorflow": "TF"}.get(self.backend, self.framework_name)
+        return f"{short} {self.framework_version}"
+
+    @property
+    def framework_package(self) -> str:
+        """The distribution that carries the framework (and the version the locks must pin)."""
+        return self.tensorflow_package if self.backend == "tensorflow" else self.backend
+
+    @property
     def tf_release(self) -> tested_builds.TensorflowRelease | None:
+        if self.backend != "tensorflow" or self.tensorflow is None:
+            return None
         return tested_builds.TENSORFLOW_RELEASES.get(self.tensorflow)
+
+    @property
+    def backend_release(self) -> backend_releases.BackendRelease | None:
+        """The JAX or PyTorch release's facts (None on TensorFlow)."""
+        if self.backend == "tensorflow":
+            return None
+        return backend_releases.RELEASES[self.backend].get(self.framework_version)
+
+    @property
+    def built_with_stack(self) -> tested_builds.CudaStack | None:
+        """The CUDA the framework's own kernels and PTX were built with: TF's tested stack,
+        or the stack a JAX/PyTorch release's wheels are made for."""
+        if self.family != "cuda":
+            return None
+        release = self.backend_release
+        return release.stack if release else self.tested_stack
 
     @property
     def tested_stack(self) -> tested_builds.CudaStack | None:
@@ -91,7 +138,11 @@ class Variant:
 
     @property
     def cuda_stack(self) -> tested_builds.CudaStack | None:
-        """The CUDA stack in the image: TF's tested one, or a GPU-verified override."""
+        """The CUDA stack in the image: TF's tested one, or a GPU-verified override; on JAX
+        and PyTorch the one their release pins (backend_releases.py)."""
+        if self.backend != "tensorflow":
+            release = self.backend_release
+            return release.stack if (release and self.family == "cuda") else None
         if not self.is_override:
             return self.tested_stack
         return tested_builds.OVERRIDE_STACKS.get((self.cuda or "", self.cudnn or ""))
@@ -101,6 +152,8 @@ class Variant:
         """Why this CUDA stack: the override's GPU evidence, or TF's tested configuration."""
         if self.family != "cuda":
             return None
+        if self.gpu_evidence is not None and self.backend != "tensorflow":
+            return dataclasses.replace(self.gpu_evidence, kind=f"{self.backend}-gpu-ci")
         if self.gpu_evidence is not None:
             kind = "gpu-verified-override" if self.is_override else "tensorflow-tested, gpu-verified"
             return dataclasses.replace(self.gpu_evidence, kind=kind)
@@ -116,11 +169,15 @@ class Variant:
 
     @property
     def min_driver_ptx(self) -> str | None:
-        """Lowest driver that can JIT TF's own PTX (GPUs without native kernels): the PTX
-        in TF's kernels and the PTX XLA emits both follow the CUDA TF was built with (XLA
-        takes its PTX version from the build-time CUDA_VERSION, openxla/xla#47776), which
-        is the tested stack's toolkit even when the image carries newer wheels."""
-        stack = self.tested_stack
+        """Lowest driver that can JIT the framework's own PTX (GPUs without native kernels):
+        the PTX in TF's kernels and the PTX XLA emits both follow the CUDA TF was built with
+        (XLA takes its PTX version from the build-time CUDA_VERSION, openxla/xla#47776),
+        which is the tested stack's toolkit even when the image carries newer wheels. JAX:
+        the CUDA its wheels were built with. PyTorch's wheels carry no PTX: the floor is
+        then the driver that loads the CUDA at all."""
+        if self.backend == "torch":
+            return self.min_driver
+        stack = self.built_with_stack
         return nvidia_drivers.ptx_jit_floor(stack.toolkit_release) if stack else None
 
     @property
@@ -128,7 +185,9 @@ class Variant:
         """The driver of the image's own CUDA wheels. Below it (down to min_driver) the
         image runs under CUDA minor-version compatibility: NVIDIA's limited feature set."""
         stack = self.cuda_stack
-        return nvidia_drivers.ptx_jit_floor(stack.toolkit_release) if stack else None
+        if stack is None:
+            return None
+        return nvidia_drivers.TOOLKIT_DRIVER.get(stack.toolkit_release, self.min_driver)
 
     @property
     def compute_capabilities(self) -> tuple[str, ...]:
@@ -163,6 +222,12 @@ class Variant:
         if stack is None or self.nccl is None:
             return {}
         return {**stack.wheels, stack.nccl_package: self.nccl}
+
+    def extra_cuda_wheels(self) -> dict[str, str]:
+        """NVIDIA wheels the backend needs beyond the CUDA stack: pinned in the variant's own
+        lock, so the stack's layer stays byte-identical with other variants' (JAX)."""
+        release = self.backend_release
+        return dict(release.extra_cuda_wheels) if (release and self.family == "cuda") else {}
 
 
 JUPYTER_DOCKERFILE = "jupyter.Dockerfile"  # images/<id>/jupyter.Dockerfile, the flavour's
@@ -219,12 +284,13 @@ class Matrix:
 
 
 _FIELD_TYPES: dict[str, type] = {
-    "id": str, "family": str, "tensorflow": str, "keras": str, "python": str,
+    "id": str, "family": str, "backend": str, "tensorflow": str, "jax": str, "torch": str,
+    "keras": str, "python": str,
     "base_image": str, "notes": str, "size_budget_mb": int,
     "cuda": str, "cudnn": str, "nccl": str, "rocm": str, "gpu_evidence": dict,
 }
 _EVIDENCE_FIELDS = ("source", "gpu", "date", "ran")
-_REQUIRED = ("id", "family", "tensorflow", "keras", "python", "base_image")
+_REQUIRED = ("id", "family", "backend", "keras", "python", "base_image")
 _FAMILY_FIELDS = {"cuda": ("cuda", "cudnn", "nccl"), "rocm": ("rocm",)}
 
 
@@ -337,6 +403,16 @@ def _parse_variant(entry: Mapping[str, Any], fail) -> Variant:
     family = entry["family"]
     if family not in FAMILIES:
         raise fail("family", f"unknown family {family!r}; expected one of {', '.join(FAMILIES)}")
+    backend = entry["backend"]
+    if backend not in BACKENDS:
+        raise fail("backend", f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    for key in BACKENDS:
+        if key == backend and key not in entry:
+            raise fail(key, f"missing: the {backend} backend needs its release (e.g. {key} = \"1.2.3\")")
+        if key != backend and key in entry:
+            raise fail(key, f"not allowed for backend {backend!r} (the image has no {key})")
+    if backend != "tensorflow" and family == "rocm":
+        raise fail("backend", "the rocm family is TensorFlow only (AMD's rocm/tensorflow image)")
     if not _ID_RE.match(entry["id"]):
         raise fail("id", "must be a lower-case Docker tag ([a-z0-9._-], at most 128 chars)")
     for key in ("cuda", "cudnn", "nccl", "rocm"):
@@ -345,7 +421,7 @@ def _parse_variant(entry: Mapping[str, Any], fail) -> Variant:
             raise fail(key, f"missing (required for family {family!r})")
         if not wanted and key in entry:
             raise fail(key, f"not allowed for family {family!r}")
-    for key in ("tensorflow", "cuda", "cudnn", "nccl", "rocm"):
+    for key in ("tensorflow", "jax", "torch", "cuda", "cudnn", "nccl", "rocm"):
         if key in entry and not _VERSION_RE.match(entry[key]):
             raise fail(key, f"{entry[key]!r} is not a version like 1.2.3")
     if not _PYTHON_RE.match(entry["python"]):
@@ -356,6 +432,7 @@ def _parse_variant(entry: Mapping[str, Any], fail) -> Variant:
         raise fail("size_budget_mb", "must be a positive number of megabytes")
 
     fields = dict(entry)
+    fields.setdefault("tensorflow", None)
     if "gpu_evidence" in fields:
         if family != "cuda":
             raise fail("gpu_evidence", f"not allowed for family {family!r} (it backs a CUDA stack)")
@@ -389,7 +466,12 @@ def _parse_evidence(raw: Mapping[str, Any], fail) -> GpuEvidence:
 
 
 def _check_against_tested_builds(v: Variant, fail) -> None:
+    _check_python_of_base(v, fail)
+    if v.backend != "tensorflow":
+        _check_backend_release(v, fail)
+        return
     # Keras: Keras 3 from TF 2.16 on; Keras 2.x exactly matches the TF X.Y before.
+    assert v.tensorflow is not None
     tf_xy = version_tuple(v.tensorflow)[:2]
     keras = v.keras
     if v.family == "rocm":
@@ -405,13 +487,6 @@ def _check_against_tested_builds(v: Variant, fail) -> None:
     if keras_major == 2 and version_tuple(keras)[:2] != tf_xy:
         raise fail("keras", f"Keras {keras} does not fit TensorFlow {v.tensorflow}: "
                             f"Keras 2 must be {tf_xy[0]}.{tf_xy[1]}.x")
-
-    # Python provided by a Debian base we know.
-    suite = re.match(r"^(?:[^/]*/)*debian:(\w+)", v.base_image)
-    if suite and suite.group(1).split("-")[0] in tested_builds.DEBIAN_PYTHON:
-        provided = tested_builds.DEBIAN_PYTHON[suite.group(1).split("-")[0]]
-        if provided != v.python:
-            raise fail("python", f"{v.base_image} provides Python {provided}, not {v.python}")
 
     if v.family == "rocm":
         assert v.rocm is not None
@@ -464,3 +539,41 @@ def _check_override(v: Variant, release: tested_builds.TensorflowRelease, fail) 
         field = "cudnn" if any(c == v.cuda for c, _ in tested_builds.OVERRIDE_STACKS) else "cuda"
         raise fail(field, f"no wheel set known for CUDA {v.cuda} / cuDNN {v.cudnn} "
                           f"(tested_builds.OVERRIDE_STACKS has: {known})")
+
+
+def _check_python_of_base(v: Variant, fail) -> None:
+    """Python provided by a Debian base we know."""
+    suite = re.match(r"^(?:[^/]*/)*debian:(\w+)", v.base_image)
+    if suite and suite.group(1).split("-")[0] in tested_builds.DEBIAN_PYTHON:
+        provided = tested_builds.DEBIAN_PYTHON[suite.group(1).split("-")[0]]
+        if provided != v.python:
+            raise fail("python", f"{v.base_image} provides Python {provided}, not {v.python}")
+
+
+def _check_backend_release(v: Variant, fail) -> None:
+    """A JAX or PyTorch variant: a release we know, on its Python, with Keras 3, and on a
+    CUDA image exactly the stack the release pins, backed by GPU evidence."""
+    name, version = v.backend, v.framework_version
+    release = v.backend_release
+    if release is None:
+        known = ", ".join(backend_releases.RELEASES[name])
+        raise fail(name, f"{v.framework_name} {version} is not in backend_releases.py (known: {known})")
+    if not _VERSION_RE.match(v.keras) or len(v.keras.split(".")) != 3 or not v.keras.startswith("3."):
+        raise fail("keras", f"{v.keras!r}: the {name} backend needs an exact Keras 3 release like 3.15.1")
+    if not version_tuple(release.python_min) <= version_tuple(v.python) <= version_tuple(release.python_max):
+        raise fail("python", f"{v.framework_name} {version} supports Python "
+                             f"{release.python_min}-{release.python_max}, not {v.python}")
+    if v.family == "cpu":
+        if release.cpu_requirement is None:
+            raise fail("family", f"PyPI has no CPU-only {v.framework_name} {version} (its Linux wheel is the "
+                                 "CUDA build): use the cuda variant, which trains on the CPU without a GPU")
+        return
+    stack = release.stack
+    if (v.cuda, v.cudnn) != (stack.cuda, stack.cudnn):
+        raise fail("cuda", f"{v.framework_name} {version} pins CUDA {stack.cuda} / cuDNN {stack.cudnn}, "
+                           f"not CUDA {v.cuda} / cuDNN {v.cudnn}")
+    if v.nccl != release.nccl:
+        raise fail("nccl", f"{v.framework_name} {version} resolves {stack.nccl_package}=={release.nccl}, not {v.nccl}")
+    if v.gpu_evidence is None:
+        raise fail("gpu_evidence", f"missing: a {v.framework_name} stack is pinned only with the GPU run "
+                                   "behind it (source, gpu, date, ran: the project's own GPU CI or release notes)")

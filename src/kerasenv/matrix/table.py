@@ -21,7 +21,7 @@ def _row(matrix: Matrix, v: Variant) -> list[str]:
         driver, stack = "amdgpu (ROCm host driver)", f"ROCm {v.rocm}"
     else:
         driver, stack = "none", "CPU only"
-    return [f"`{v.id}`{default}", v.tensorflow, keras, v.python, stack, driver, checked_here(v), v.notes]
+    return [f"`{v.id}`{default}", v.framework_label, keras, v.python, stack, driver, checked_here(v), v.notes]
 
 
 def _provenance(v: Variant) -> str:
@@ -30,6 +30,8 @@ def _provenance(v: Variant) -> str:
     assert evidence is not None
     if evidence.kind == "tensorflow-tested":
         return f"[TF's tested configuration]({evidence.source})"
+    if evidence.kind.endswith("-gpu-ci"):
+        return f"{v.framework_name}'s own GPU CI: {evidence.gpu}, {evidence.date} ([source]({evidence.source}))"
     return f"GPU-verified override: {evidence.gpu}, {evidence.date} ([source]({evidence.source}))"
 
 
@@ -40,12 +42,12 @@ def checked_here(v: Variant) -> str:
                 "Docker Hub, and this CI reaches no registry; no AMD GPU either")
     checks = "built; default command offline; acceptance suite; user script (any UID, read-only root)"
     if v.family == "cuda":
-        checks += "; TensorFlow's GPU-library check (CPU fallback: no GPU here)"
+        checks += f"; {v.framework_name}'s GPU-library check (CPU fallback: no GPU here)"
     return checks
 
 
 def markdown(matrix: Matrix) -> str:
-    head = ["image `kerasenv:<id>`", "TensorFlow", "Keras", "Python", "GPU stack",
+    head = ["image `kerasenv:<id>`", "framework (Keras backend)", "Keras", "Python", "GPU stack",
             "min. NVIDIA driver", "checked by `.ci/run`", "notes"]
     rows = [head, ["---"] * len(head)] + [_row(matrix, v) for v in matrix.variants]
     return "\n".join("| " + " | ".join(r) + " |" for r in rows) + "\n"

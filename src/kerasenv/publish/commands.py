@@ -59,8 +59,8 @@ def _cmd_matrix(args, matrix: Matrix) -> int:
         if args.family and v.family not in args.family:
             continue
         stack = {"cuda": f"CUDA {v.cuda} / cuDNN {v.cudnn}", "rocm": f"ROCm {v.rocm}"}.get(v.family, "CPU")
-        rows.append({"id": v.id, "family": v.family, "name": f"{v.id} (TF {v.tensorflow}, {stack})",
-                     "tensorflow": v.tensorflow, "cuda": v.cuda or "", "full_tag": tags.full_tag(v)})
+        rows.append({"id": v.id, "family": v.family, "name": f"{v.id} ({v.framework_label}, {stack})",
+                     "backend": v.backend, "framework_version": v.framework_version, "cuda": v.cuda or "", "full_tag": tags.full_tag(v)})
     print(json.dumps(rows, separators=(",", ":")))
     return 0
 

@@ -16,7 +16,8 @@ _FLOATING = {"default_gpu": "latest-gpu", "default_cpu": "latest-cpu", "default_
 
 
 def full_tag(v: Variant) -> str:
-    parts = [f"tf{v.tensorflow}", f"keras{v.keras}" + (".x" if v.family == "rocm" else "")]
+    prefix = {"tensorflow": "tf"}.get(v.backend, v.backend)
+    parts = [f"{prefix}{v.framework_version}", f"keras{v.keras}" + (".x" if v.family == "rocm" else "")]
     if v.family == "cuda":
         parts += [f"cuda{v.cuda}", "cudnn" + ".".join((v.cudnn or "").split(".")[:2])]
     elif v.family == "rocm":
