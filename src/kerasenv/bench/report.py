@@ -30,9 +30,9 @@ ANCHORS = (
 TARGETS = {"gpu_cpu_speedup": 10.0, "mixed_precision_speedup": 1.5, "gpu_utilization": 90.0}
 CHART_NAMES = ("throughput-conv.png", "throughput-mlp.png", "gpu-cpu-speedup.png",
                "mixed-precision-speedup.png", "image-sizes.png")
-PARTS = ("base", "python", "cuda", "tensorflow", "kerasenv")
+PARTS = ("base", "python", "cuda", "framework", "kerasenv")
 PART_LABEL = {"base": "base (Debian)", "python": "Python (apt)", "cuda": "CUDA stack",
-              "tensorflow": "TF venv", "kerasenv": "ours"}
+              "framework": "framework venv", "kerasenv": "ours"}
 
 
 # --- loading -----------------------------------------------------------------------------

@@ -244,6 +244,9 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
                                       [x for x in matrix.variants if x.family == "cuda"])
             (problems if found.status == FAIL else warnings).append((found.status, found.message, found.fix))
             continue
+        if not v.compute_capabilities:
+            notes.append(f"GPU {gpu.index}: kernel targets of {v.id} not known here")
+            continue
         support = kernel_support(gpu.compute_capability, v.compute_capabilities)
         lowest = min(v.compute_capabilities, key=lambda t: int(t.split("_")[1]))
         if support == "none":

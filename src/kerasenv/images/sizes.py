@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ..errors import UsageError
 from ..matrix.schema import Matrix, Variant
 
-PARTS = ("base", "python", "cuda", "tensorflow", "kerasenv")
+PARTS = ("base", "python", "cuda", "framework", "kerasenv")
 SHARED_MIN_BYTES = 100e6  # pairs of images sharing less are not worth a line
 
 
@@ -26,10 +26,13 @@ class ImageSize:
 def _part(created_by: str, below_base: bool) -> str:
     if below_base:
         return "base"
-    if "COPY dir:" in created_by and " in /opt/venv/lib/" in created_by:
+    # The history reads "COPY dir:<sum> in <dest>" or, with --chown, "COPY --chown=1000:0dir:<sum>
+    # in <dest>": match the source kind and the destination, not the flags.
+    copies_dir = "COPY " in created_by and "dir:" in created_by
+    if copies_dir and " in /opt/venv/lib/" in created_by:
         return "cuda"  # COPY --from=cuda-libs ... /opt/venv/lib/pythonX.Y/site-packages/
-    if "COPY dir:" in created_by and created_by.rstrip().endswith("in /opt/venv"):
-        return "tensorflow"  # COPY --from=builder /opt/venv
+    if copies_dir and created_by.rstrip().endswith("in /opt/venv"):
+        return "framework"  # COPY --from=builder /opt/venv: TensorFlow, JAX or PyTorch, Keras, the rest
     if "apt-get install" in created_by:
         return "python"
     return "kerasenv"

@@ -14,6 +14,8 @@ def _row(matrix: Matrix, v: Variant) -> list[str]:
     keras = v.keras + (" (tf.keras)" if v.keras_is_tf_keras else ".x" if v.family == "rocm" else "")
     if v.family == "cuda":
         driver = f"{v.min_driver} (PTX JIT: {v.min_driver_ptx})"
+        if v.backend == "torch":  # its wheels carry no PTX: nothing for the driver to JIT
+            driver = f"{v.min_driver} (no PTX to JIT)"
         if v.min_driver_toolkit != v.min_driver_ptx:
             driver += f"; CUDA {v.cuda} wheels' own driver: {v.min_driver_toolkit}"
         stack = f"CUDA {v.cuda}, cuDNN {v.cudnn}, NCCL {v.nccl}; {_provenance(v)}"

@@ -47,7 +47,7 @@ def test_the_generated_matrix_covers_every_variant_once(real_matrix):
     assert sorted(ids) == sorted(real_matrix.ids) and len(ids) == len(set(ids))
     for row in debian + rocm:
         v = real_matrix.get(row["id"])
-        assert f"TF {v.tensorflow}" in row["name"]
+        assert v.framework_label in row["name"]
         if v.family == "cuda":
             assert f"CUDA {v.cuda}" in row["name"]
 

@@ -89,7 +89,7 @@ def test_anchor_sizes_and_their_sources_are_in_the_report(tmp_path):
     sizes = {"kind": "kerasenv-sizes", "created_at": "2026-11-29T18:20:46Z",
              "images": [{"id": "tf2.21-cpu", "ref": "kerasenv:tf2.21-cpu", "total_bytes": 1540781840,
                          "budget_bytes": 1700000000, "within_budget": True,
-                         "parts": {"base": 74830242, "python": 126607968, "tensorflow": 1339295127, "kerasenv": 48503}},
+                         "parts": {"base": 74830242, "python": 126607968, "framework": 1339295127, "kerasenv": 48503}},
                         {"id": "tf2.21-cuda12.9", "ref": "kerasenv:tf2.21-cuda12.9", "total_bytes": 5400000000,
                          "budget_bytes": 5300000000, "within_budget": False, "parts": {"cuda": 2993000000}}],
              "shared": [{"a": "tf2.21-cuda12.9", "b": "tf2.20-cuda12.5", "bytes": 3190000000}]}

@@ -13,6 +13,8 @@ from kerasenv.images import locks
 from kerasenv.matrix import schema as matrix
 from kerasenv.matrix import table
 
+REPO = matrix.REPO_ROOT
+
 SHARED_CUDA = ("tf2.21-cuda12.9", "tf2.20-cuda12.5")
 # tf2.20 moved onto tf2.21's GPU-verified stack (valid: 2.20's `and-cuda` is a range), so the
 # two share one CUDA stack as variants of one stack do.
@@ -217,6 +219,16 @@ def test_cuda_libs_stage_is_identical_for_variants_sharing_a_stack(shared_stack_
     assert first == second
 
 
+def test_the_jax_image_shares_the_default_gpu_image_s_cuda_layer(real_matrix):
+    # JAX 0.10.2 resolves with tf2.21-cuda12.9's CUDA 12.9.1 stack (backend_releases.py): the
+    # same cuda-libs stage and the same CUDA lock bytes, so Docker stores the layer once.
+    jax, tf = real_matrix.get("jax0.10-cuda12.9"), real_matrix.get("tf2.21-cuda12.9")
+    assert jax.cuda_wheels() == tf.cuda_wheels()
+    assert stage(dockerfile(real_matrix, jax.id), "cuda-libs") == stage(dockerfile(real_matrix, tf.id), "cuda-libs")
+    locks = [(REPO / "images" / i / "requirements-cuda.lock").read_bytes() for i in (jax.id, tf.id)]
+    assert locks[0] == locks[1]
+
+
 def test_shared_stages_read_no_path_of_the_variant_s_folder(real_matrix):
     # The classic builder's COPY cache key includes the source's path in the context (a COPY
     # of an identical file from tf2.20-cuda12.5/ and from tf2.21-cuda12.9/ misses the cache):
@@ -318,8 +330,9 @@ def test_variant_values_reach_the_scripts_as_arguments(real_matrix):
             continue
         text = generate.dockerfile(real_matrix, v)
         assert f"RUN bash /tmp/build/install-locked-venv.sh /opt/venv {v.python} /tmp/build/requirements.lock\n" in text
-        assert (f"RUN bash /tmp/build/write-pip-constraints.sh /opt/kerasenv-pins {v.tensorflow} "
-                "/tmp/build/requirements*.lock\n") in text
+        assert (f"RUN bash /tmp/build/write-pip-constraints.sh /opt/kerasenv-pins "
+                f"{v.framework_package}=={v.framework_version} /tmp/build/requirements*.lock\n") in text
+        assert f"    KERAS_BACKEND={v.backend}\n" in text, v.id
         cuda_step = f"RUN bash /tmp/build/cuda-loader-config.sh /opt/venv {v.python} {v.cuda} \\\n"
         assert (cuda_step in text) is (v.family == "cuda"), v.id
 

@@ -9,6 +9,8 @@ from kerasenv.errors import EXIT_USAGE, MatrixError, UsageError
 
 CPU = "variant 'tf2.21-cpu'"
 GPU = "variant 'tf2.21-cuda12.9'"
+JAX = "variant 'jax0.10-cuda12.9'"
+TORCH = "variant 'torch2.15-cuda13.2'"
 TF217 = "variant 'tf2.17-cuda12.3'"
 TF220 = "variant 'tf2.20-cuda12.5'"
 TF215 = "variant 'tf2.15-cuda12.2'"
@@ -69,7 +71,7 @@ def test_cuda_variants_carry_tested_stack_and_wheels(real_matrix):
         wheels = v.cuda_wheels()
         assert wheels[f"nvidia-cudnn-cu{v.cuda.split('.')[0]}"] == v.cudnn
         assert wheels[f"nvidia-nccl-cu{v.cuda.split('.')[0]}"] == v.nccl
-        assert v.compute_capabilities
+        assert v.compute_capabilities or v.backend != "tensorflow"
 
 
 @pytest.mark.parametrize("family, package", [
@@ -88,8 +90,22 @@ BAD_VARIANTS = [
                  id="unknown-family"),
     pytest.param(CPU_ID, CPU_ID + 'colour = "red"\n', CPU, "'colour'", "unknown field",
                  id="unknown-field"),
-    pytest.param(CPU_ID + 'family = "cpu"\ntensorflow = "2.21.0"\n', CPU_ID + 'family = "cpu"\n',
+    pytest.param(CPU_ID + 'family = "cpu"\nbackend = "tensorflow"\ntensorflow = "2.21.0"\n',
+                 CPU_ID + 'family = "cpu"\nbackend = "tensorflow"\n',
                  CPU, "'tensorflow'", "missing", id="missing-required-field"),
+    pytest.param(CPU_ID + 'family = "cpu"\nbackend = "tensorflow"\n', CPU_ID + 'family = "cpu"\n',
+                 CPU, "'backend'", "missing", id="missing-backend"),
+    pytest.param(CPU_ID + 'family = "cpu"\nbackend = "tensorflow"\n', CPU_ID + 'family = "cpu"\nbackend = "mxnet"\n',
+                 CPU, "'backend'", "unknown backend", id="unknown-backend"),
+    pytest.param(CPU_ID + 'family = "cpu"\nbackend = "tensorflow"\n',
+                 CPU_ID + 'family = "cpu"\nbackend = "tensorflow"\njax = "0.10.2"\n',
+                 CPU, "'jax'", "not allowed for backend", id="other-backends-release"),
+    pytest.param('jax = "0.10.2"', 'jax = "0.9.9"', JAX, "'jax'", "not in backend_releases.py",
+                 id="unknown-jax-release"),
+    pytest.param('torch = "2.15.0"\nkeras = "3.15.1"', 'torch = "2.15.0"\nkeras = "2.15.0"', TORCH, "'keras'",
+                 "needs an exact Keras 3 release", id="torch-with-keras-2"),
+    pytest.param('cuda = "13.2"\ncudnn = "9.26.0.51"', 'cuda = "13.2"\ncudnn = "9.24.0.43"', TORCH, "'cuda'",
+                 "pins CUDA 13.2 / cuDNN 9.26.0.51", id="torch-with-another-cudnn"),
     pytest.param(CPU_ID, CPU_ID + 'cuda = "12.5"\n', CPU, "'cuda'", "not allowed",
                  id="cuda-field-on-cpu"),
     pytest.param('cudnn = "9.24.0.43"', 'cudnn = "8.9.7.29"', GPU, "'cudnn'",
@@ -181,7 +197,11 @@ def test_the_default_gpu_image_is_a_gpu_verified_override_with_its_source(real_m
 
 def test_every_other_cuda_variant_is_tensorflows_tested_stack(real_matrix):
     for v in real_matrix.variants:
-        if v.family == "cuda" and not v.is_override:
+        if v.family == "cuda" and v.backend != "tensorflow":
+            # JAX and PyTorch publish no tested configurations: their own GPU CI is the evidence.
+            assert v.provenance.kind == f"{v.backend}-gpu-ci" and v.gpu_evidence is not None
+            assert v.cuda_stack is v.backend_release.stack
+        elif v.family == "cuda" and not v.is_override:
             assert v.provenance.kind == "tensorflow-tested"
             assert v.gpu_evidence is None
             assert v.provenance.source == matrix.TF_TESTED_SOURCE
@@ -333,3 +353,18 @@ def test_bad_profile_plugin_release_is_rejected(write_matrix, new, reason):
 def test_unknown_profiler_field_is_rejected(write_matrix):
     message = load_error(write_matrix(PROFILER_TABLE, PROFILER_TABLE + "xprof = \"2.24.2\"\n"))
     assert ": profiler: unknown field(s) xprof" in message
+
+
+def test_a_jax_or_torch_stack_needs_its_gpu_evidence(write_matrix):
+    text = (REPO_MATRIX := matrix.DEFAULT_MATRIX).read_text(encoding="utf-8")
+    start = text.index('id = "torch2.15-cuda13.2"')
+    line = next(l for l in text[start:].splitlines() if l.startswith("gpu_evidence = "))
+    message = load_error(write_matrix(line + "\n", ""))
+    assert f"{TORCH}, field 'gpu_evidence': missing" in message, message
+
+
+def test_pytorch_has_no_cpu_variant_because_pypi_has_no_cpu_wheel(write_matrix):
+    old = 'id = "torch2.15-cuda13.2"\nfamily = "cuda"'
+    message = load_error(write_matrix(old, 'id = "torch2.15-cpu"\nfamily = "cpu"', ))
+    # The cuda fields go first in the checks; without them the message names the CPU wheel.
+    assert "variant 'torch2.15-cpu'" in message

@@ -31,13 +31,15 @@ def test_every_row_says_what_ci_checks_and_rocm_says_it_is_not_built(real_matrix
             assert "**not built here**" in body[v.id] and "Docker Hub" in body[v.id]
         else:
             assert "built; default command offline; acceptance suite; user script" in body[v.id]
-            assert ("TensorFlow's GPU-library check" in body[v.id]) is (v.family == "cuda")
+            assert (f"{v.framework_name}'s GPU-library check" in body[v.id]) is (v.family == "cuda")
 
 
 def test_rows_show_driver_floors(real_matrix):
     body = dict(zip(real_matrix.ids, rows(table.markdown(real_matrix))))
     for v in real_matrix.variants:
-        if v.family == "cuda":
+        if v.family == "cuda" and v.backend == "torch":
+            assert f"{v.min_driver} (no PTX to JIT)" in body[v.id]
+        elif v.family == "cuda":
             assert f"{v.min_driver} (PTX JIT: {v.min_driver_ptx})" in body[v.id]
     assert "| none |" in body[real_matrix.default_cpu]
     assert "(default GPU)" in body[real_matrix.default_gpu]
@@ -52,7 +54,9 @@ def test_rows_show_where_each_cuda_stack_comes_from(real_matrix):
     assert f"GPU-verified override: {gpu.gpu_evidence.gpu}, 2026-07-16 ([source]({gpu.gpu_evidence.source}))" \
         in body[gpu.id]
     for v in real_matrix.variants:
-        if v.family == "cuda" and not v.is_override:
+        if v.family == "cuda" and v.backend != "tensorflow":
+            assert f"{v.framework_name}'s own GPU CI: {v.gpu_evidence.gpu}" in body[v.id]
+        elif v.family == "cuda" and not v.is_override:
             assert "[TF's tested configuration](https://www.tensorflow.org/install/source#gpu)" in body[v.id]
         elif v.family != "cuda":
             assert "tested configuration" not in body[v.id] and "override" not in body[v.id]
