@@ -42,3 +42,6 @@ if [ -d "$nvidia"/cuda_nvcc ]; then
   ptxas --version | grep "release ${cuda//./\\.}," >/dev/null
   test -f "$nvidia"/cuda_nvcc/nvvm/libdevice/libdevice.10.bc
 fi
+
+# With the CUDA wheels in place the venv is complete: every requirement of every package met.
+"$venv"/bin/python -m pip check

@@ -137,3 +137,32 @@ def test_every_make_target_has_a_cheap_test_in_the_integration_suite():
     assert not untested, f"in TARGETS, but no test in {path.name} covers(...) them: {untested}"
     todo_left = sorted(t for t in listed if how[t] == todo)
     assert not todo_left, f"not covered yet (TODO in {path.name}): {', '.join(todo_left)}"
+
+
+def test_images_dropped_after_acceptance_are_none_an_integration_test_runs(real_matrix):
+    """DROP_TESTED_IMAGES removes a variant's images after its acceptance run unless it is in
+    IMAGES_FOR_INTEGRATION: every kerasenv:<id> the integration tests name must be listed."""
+    conftest = (REPO / "tests" / "integration" / "conftest.py").read_text()
+    listed = ast.literal_eval(re.search(r"^IMAGES_FOR_INTEGRATION = (.+?\))$", conftest, re.M | re.S).group(1))
+    kept = re.search(r"^IMAGES_FOR_INTEGRATION := (.+)$", MAKEFILE, re.M).group(1).split()
+    assert sorted(kept) == sorted(listed)
+    ids = {v.id for v in real_matrix.debian_based}
+    named = set()
+    for path in (REPO / "tests" / "integration").rglob("*.py"):
+        for ref in re.findall(r"kerasenv:([a-z0-9][a-z0-9._-]*)", path.read_text()):
+            variant = ref.removesuffix("-jupyter")
+            if variant in ids:
+                named.add(variant)
+    assert named <= set(listed), sorted(named - set(listed))
+    assert set(BUILT_IN_TESTS_OF(conftest)) <= set(listed)
+    lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes", "DROP_TESTED_IMAGES=1"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout
+    dropped = set(re.findall(r"docker rmi kerasenv:\S+-jupyter kerasenv:(\S+)", lanes))
+    assert dropped == ids - set(listed)
+    plain = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout
+    assert "docker rmi" not in plain
+
+
+def BUILT_IN_TESTS_OF(conftest: str) -> tuple:
+    return ast.literal_eval(re.search(r"^BUILT_IN_TESTS = (.+)$", conftest, re.M).group(1))
