@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
@@ -29,8 +29,13 @@ class KernelTargets:
     version: str
     sass: tuple[str, ...]  # "sm_90", "sm_90a", ...: native code
     ptx: tuple[str, ...]  # "compute_90", ...: code the driver JIT-compiles
-    libraries: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)  # name -> (sass, ptx)
+    # (name, sass, ptx) per NVIDIA library with GPU code; a tuple, so a Variant stays hashable
+    libraries: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
     tool_version: int = 0
+
+    def library(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """(sass, ptx) of the NVIDIA library `name` (e.g. "cudnn"), None when not recorded."""
+        return next(((sass, ptx) for lib, sass, ptx in self.libraries if lib == name), None)
 
     @property
     def all(self) -> tuple[str, ...]:
@@ -64,8 +69,8 @@ def _targets(values, prefix: str) -> tuple[str, ...]:
 
 def from_record(raw: Mapping) -> KernelTargets:
     framework = raw["framework"]
-    libraries = {name: (_targets(lib["sass"], "sm"), _targets(lib["ptx"], "compute"))
-                 for name, lib in raw["libraries"].items()}
+    libraries = tuple((str(name), _targets(lib["sass"], "sm"), _targets(lib["ptx"], "compute"))
+                      for name, lib in sorted(raw["libraries"].items()))
     return KernelTargets(framework=str(framework["name"]), version=str(framework["version"]),
                          sass=_targets(framework["sass"], "sm"), ptx=_targets(framework["ptx"], "compute"),
                          libraries=libraries, tool_version=int(raw["tool_version"]))

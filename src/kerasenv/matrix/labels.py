@@ -42,6 +42,12 @@ def static_labels(matrix: Matrix, v: Variant) -> dict[str, str]:
             f"{NS}.tensorflow-built-with-cuda": v.tested_stack.cuda if v.tested_stack else "",
             f"{NS}.cuda-compute-capabilities": ",".join(v.compute_capabilities),
         })
+        kernels = v.kernel_targets
+        if kernels is not None:
+            # What the framework's binaries carry (images/<id>/kernel-targets.json), read from
+            # them: TF's published list (cuda-compute-capabilities) can miss some (TF 2.21's sm_90).
+            labels[f"{NS}.kernels.sass"] = ",".join(kernels.sass)
+            labels[f"{NS}.kernels.ptx"] = ",".join(kernels.ptx)
         evidence = v.provenance
         assert evidence is not None
         labels.update({
