@@ -277,15 +277,26 @@ class Report:
                 "recommended": self.recommended, "reason": self.reason, "gpu_usable": self.gpu_usable}
 
 
+def _preference(usable: list[Variant], status: dict[str, str], facts: HostFacts, matrix: Matrix) -> list[Variant]:
+    """Usable CUDA variants, best first: the default GPU image when it passes; else among the
+    passing ones the best with native kernels for every GPU (kernel_choice.best_native, as the
+    Blackwell verdicts name it); then the other passing ones, then those that only warn (e.g.
+    PTX JIT on a Blackwell GPU), the default GPU image first."""
+    ordered = sorted(usable, key=lambda v: (status[v.id] != PASS, v.id != matrix.default_gpu))
+    passing = [v for v in ordered if status[v.id] == PASS]
+    if not passing or passing[0].id == matrix.default_gpu:
+        return ordered
+    ccs = [g.compute_capability for g in facts.nvidia.gpus if g.compute_capability]
+    best = kernel_choice.best_native(passing, ccs, facts.nvidia.driver_version, matrix.default_gpu) if ccs else None
+    return ([best] + [v for v in ordered if v is not best]) if best else ordered
+
+
 def judge(facts: HostFacts, matrix: Matrix) -> Report:
     host = host_checks(facts)
     verdicts = [variant_verdict(v, facts, matrix) for v in matrix.variants]
     toolkit_ok = any(c.name == "container-toolkit" and c.status == PASS for c in host)
     usable = [v for v, c in zip(matrix.variants, verdicts) if v.family == "cuda" and c.status in (PASS, WARN)]
-    # A variant that passes (native kernels for every GPU) before one that only warns (e.g. PTX
-    # JIT on a Blackwell GPU), then the default GPU image.
-    status = {v.id: c.status for v, c in zip(matrix.variants, verdicts)}
-    preferred = sorted(usable, key=lambda v: (status[v.id] != PASS, v.id != matrix.default_gpu))
+    preferred = _preference(usable, {v.id: c.status for v, c in zip(matrix.variants, verdicts)}, facts, matrix)
     if preferred and toolkit_ok and not facts.docker_error:
         return Report(host, verdicts, preferred[0].id, "a usable NVIDIA GPU and the container toolkit", True)
     if facts.rocm_devices and all(facts.rocm_devices.values()):
