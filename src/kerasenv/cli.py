@@ -29,7 +29,8 @@ from .run import session
 
 # `kerasenv --help` lists the commands in the order a user meets them, not package by package.
 HELP_ORDER = ("list", "generate", "lock", "build", "base-offline", "doctor", "smoke", "run", "shell", "lab",
-              "multiworker", "push", "pull", "matrix", "sbom", "tags", "size", "bench", "bench-report", "clean")
+              "multiworker", "push", "pull", "matrix", "sbom", "kernel-targets", "tags", "size", "bench",
+              "bench-report", "clean")
 
 
 def _parser() -> argparse.ArgumentParser:

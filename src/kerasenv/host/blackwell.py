@@ -1,19 +1,23 @@
 """What a Blackwell GPU (compute capability 10.x / 12.x) needs from a CUDA variant.
 
-The facts, each with its source (shared/reference/compatibility.md, "Added 2026-12-01"):
+The facts, each with its source (shared/reference/compatibility.md, "Added 2026-12-01" and
+its second pass):
 
-- TF wheels ship SASS for sm_60/70/80/89 and PTX only for compute_90, so a Blackwell GPU
-  runs TF's kernels JIT-compiled by the driver from that PTX: "TensorFlow was not built
-  with CUDA kernel binaries compatible with compute capability 12.0"
-  (tensorflow/tensorflow#97387, #89272). The first run compiles for a long time; the
-  images keep the driver's cache on a volume (CUDA_CACHE_PATH).
+- Which kernels a variant carries is read from its image's binaries (kernel-targets.json,
+  host/kernel_choice.py): native SASS for the GPU -> PASS; PTX only -> the driver JIT-compiles
+  it on first use, which takes minutes ("could take 30 minutes or longer":
+  tensorflow/tensorflow#97387; CUDA_ERROR_INVALID_PTX on RTX 50xx: #89272), kept in the
+  driver's cache (CUDA_CACHE_PATH on a named volume kerasenv mounts); neither -> FAIL. TF's
+  wheels carry SASS up to sm_90 and PTX compute_90 only; JAX's cuda12 and PyTorch's cu13
+  wheels carry sm_100/sm_120 SASS.
 - cuDNN has Blackwell kernels from 9.7 on (cuDNN 9.7.0 release notes). Older cuDNN
   cannot run a convolution there, so the variant cannot serve the GPU.
 - XLA takes its PTX version from the CUDA TF was built with (openxla/xla#47776): TF 2.21
   (CUDA 12.5.1) emits PTX 8.5, while sm_100 needs PTX 8.6 and sm_120 PTX 8.7, and LLVM
   aborts the process: "LLVM ERROR: PTX version 8.5 does not support target 'sm_120'"
   (tensorflow/tensorflow#111958, labelled 2.21.0; fix proposed in openxla/xla#47978).
-  Keras 3 compiles fit() with XLA by default on one GPU, so XLA must be off there.
+  Keras 3 compiles fit() with XLA by default on one GPU, so XLA must be off there. That is
+  TF's XLA: JAX's XLA compiles for Blackwell with the ptxas of its CUDA wheels.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from dataclasses import dataclass
 # inside the images); the doctor draws the same line by importing it.
 from kerasenv_image.blackwell import is_blackwell  # noqa: F401 - doctor calls blackwell.is_blackwell
 
+from . import kernel_choice
+from ..matrix.nvidia_drivers import driver_tuple
 from ..matrix.schema import Variant
 from ..matrix.tested_builds import version_tuple
 
@@ -32,13 +38,19 @@ CUDNN_FIRST_BLACKWELL = "9.7"
 # release we know; tensorflow/tensorflow#111958 was open against it).
 XLA_FIRST_BLACKWELL_TF: str | None = None
 
+# Where the images keep the driver's JIT cache (kerasenv run/smoke mount a named volume there).
+CUDA_CACHE_PATH = "/var/cache/kerasenv/cuda"
+JIT_COST = ("the driver JIT-compiles {ptx} PTX on first use, which takes minutes (tensorflow/tensorflow#97387 "
+            "reports 30 min and more); the result is kept in CUDA_CACHE_PATH=" + CUDA_CACHE_PATH + ", a named "
+            "volume kerasenv mounts, so later runs start at once")
+
 XLA_OFF_HOW = ("compile with jit_compile=False (Keras 3 defaults to XLA on one GPU); "
                "`kerasenv smoke` turns XLA off on Blackwell by itself")
 
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # "FAIL" | "WARN"
+    status: str  # "PASS" | "WARN" | "FAIL"
     message: str
     fix: str
 
@@ -48,24 +60,55 @@ def xla_can_target(tensorflow: str) -> bool:
         version_tuple(tensorflow) >= version_tuple(XLA_FIRST_BLACKWELL_TF)
 
 
-def verdict(v: Variant, gpu_name: str, compute_capability: str, cuda_variants: list[Variant]) -> Verdict:
-    """FAIL when the variant's stack cannot serve this Blackwell GPU, else WARN with what
-    to expect and how to work around it."""
+def cudnn_serves(v: Variant) -> bool:
+    return v.cudnn is not None and version_tuple(v.cudnn)[:2] >= version_tuple(CUDNN_FIRST_BLACKWELL)
+
+
+def native_image(cuda_variants: list[Variant], compute_capability: str, driver: str,
+                 default_gpu: str) -> Variant | None:
+    """The best variant with native kernels for this Blackwell GPU that this driver runs."""
+    return kernel_choice.best_native(cuda_variants, [compute_capability], driver, default_gpu,
+                                     also_needed=cudnn_serves)
+
+
+def verdict(v: Variant, gpu_name: str, compute_capability: str, driver: str,
+            cuda_variants: list[Variant], default_gpu: str) -> Verdict:
+    """PASS with native kernels (unless TF's XLA is in the way: WARN), WARN when the driver
+    must JIT-compile PTX, FAIL when the variant cannot serve this Blackwell GPU; a WARN or a
+    FAIL names the image with native kernels to use instead, where the matrix has one."""
     gpu = f"{gpu_name} (compute capability {compute_capability}, Blackwell)"
+    native = native_image(cuda_variants, compute_capability, driver, default_gpu)
+    use_native = f"use kerasenv:{native.id} (native kernels for it)" if native and native.id != v.id else ""
     assert v.cudnn is not None
-    if version_tuple(v.cudnn)[:2] < version_tuple(CUDNN_FIRST_BLACKWELL):
-        serving = [x.id for x in cuda_variants
-                   if x.cudnn and version_tuple(x.cudnn)[:2] >= version_tuple(CUDNN_FIRST_BLACKWELL)]
-        fix = (f"use {serving[0]} (cuDNN >= {CUDNN_FIRST_BLACKWELL})" if serving else
-               "use NVIDIA's NGC TensorFlow container, which is built for Blackwell")
+    if not cudnn_serves(v):
+        serving = [x.id for x in cuda_variants if cudnn_serves(x)]
+        fix = use_native or (f"use {serving[0]} (cuDNN >= {CUDNN_FIRST_BLACKWELL})" if serving else
+                             "use NVIDIA's NGC TensorFlow container, which is built for Blackwell")
         return Verdict("FAIL", f"{gpu}: cuDNN {v.cudnn} has no Blackwell kernels (they came in cuDNN "
                                f"{CUDNN_FIRST_BLACKWELL}), so every convolution fails", fix)
-    expect = (f"{gpu}: no native kernels in TF {v.tensorflow} (it ships "
-              f"{', '.join(v.compute_capabilities)}), the driver JIT-compiles its compute_90 PTX "
-              "(the first run takes many minutes; the cache is kept)")
-    if xla_can_target(v.tensorflow):
-        return Verdict("WARN", expect, "let the first run finish; later runs reuse the JIT cache")
-    built_with = v.tested_stack.cuda if v.tested_stack else "?"
-    return Verdict("WARN", f"{expect}; XLA cannot target it (TF {v.tensorflow} was built with CUDA {built_with} "
-                           "and its XLA emits that CUDA's PTX version, too old for Blackwell: "
-                           "tensorflow/tensorflow#111958), so jit_compile must be off", XLA_OFF_HOW)
+    targets = kernel_choice.targets_of(v)
+    framework = f"{targets.framework} {targets.version}"
+    support = kernel_choice.kernel_support(compute_capability, targets.all)
+    if support == "none":
+        return Verdict("FAIL", f"{gpu}: {framework} carries no kernel it can run ({kernel_choice.describe(targets)})",
+                       use_native or "use NVIDIA's NGC container for this framework, which is built for Blackwell")
+    if support == "ptx" and v.min_driver_ptx and driver_tuple(driver) < driver_tuple(v.min_driver_ptx):
+        return Verdict("FAIL", f"{gpu}: {framework} has only PTX for it ({kernel_choice.describe(targets)}); "
+                               f"JIT-compiling it needs driver >= {v.min_driver_ptx}, this host has {driver}",
+                       use_native or f"upgrade the NVIDIA driver to >= {v.min_driver_ptx}")
+    if support == "native":
+        status, message, fix = "PASS", f"{gpu}: native kernels in {framework} ({kernel_choice.describe(targets)})", ""
+    else:
+        ptx = ", ".join(targets.ptx)
+        status = "WARN"
+        message = (f"{gpu}: no native kernels in {framework} (its binaries carry {kernel_choice.describe(targets)}); "
+                   + JIT_COST.format(ptx=f"its {ptx}"))
+        fix = use_native or "let the first run finish; later runs reuse the JIT cache"
+    if targets.framework == "tensorflow" and not xla_can_target(v.tensorflow):
+        built_with = v.tested_stack.cuda if v.tested_stack else "?"
+        message += (f"; XLA cannot target it (TF {v.tensorflow} was built with CUDA {built_with} and its XLA "
+                    "emits that CUDA's PTX version, too old for Blackwell: tensorflow/tensorflow#111958), so "
+                    "jit_compile must be off")
+        status = "WARN"
+        fix = "; ".join(f for f in (XLA_OFF_HOW, use_native and f"or {use_native}") if f)
+    return Verdict(status, message, fix)

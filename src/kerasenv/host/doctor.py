@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 
 from . import blackwell
+from . import kernel_choice
 from . import nvidia_smi
 from ..engine.docker_gpus import CDI_SPEC_DIRS
 from ..matrix.schema import Matrix, Variant
@@ -191,25 +192,8 @@ def host_checks(facts: HostFacts) -> list[Check]:
     return checks
 
 
-def _cc(value: str) -> tuple[int, int]:
-    major, minor = value.split(".")
-    return int(major), int(minor)
-
-
-def kernel_support(gpu_cc: str, targets: tuple[str, ...]) -> str:
-    """'native' (SASS for this major, minor <= the GPU's), 'ptx' (JIT from compute_XY <= cc),
-    or 'none' (the GPU is older than every target)."""
-    major, minor = _cc(gpu_cc)
-    for target in targets:
-        kind, digits = target.split("_")
-        t_major, t_minor = int(digits[:-1]), int(digits[-1])
-        if kind == "sm" and t_major == major and t_minor <= minor:
-            return "native"
-    for target in targets:
-        kind, digits = target.split("_")
-        if kind == "compute" and (int(digits[:-1]), int(digits[-1])) <= (major, minor):
-            return "ptx"
-    return "none"
+# CUDA's binary compatibility rules live in kernel_choice; the doctor judges with them.
+kernel_support = kernel_choice.kernel_support
 
 
 def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
@@ -234,28 +218,31 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
         return Check(FAIL, name, f"driver {nv.driver_version} is older than {v.min_driver}, the minimum "
                                  f"for CUDA {v.cuda}; {alternative}",
                      f"upgrade the NVIDIA driver to >= {full_floor} (>= {v.min_driver} to load at all)")
-    problems, notes, ptx_gpus, warnings = [], [], [], []
+    problems, notes, ptx_gpus, warnings, native_notes = [], [], [], [], []
     for gpu in nv.gpus:
         if not gpu.compute_capability:
             notes.append(f"GPU {gpu.index} compute capability unknown: kernel support not checked")
             continue
         if blackwell.is_blackwell(gpu.compute_capability):
-            found = blackwell.verdict(v, gpu.name, gpu.compute_capability,
-                                      [x for x in matrix.variants if x.family == "cuda"])
-            (problems if found.status == FAIL else warnings).append((found.status, found.message, found.fix))
+            found = blackwell.verdict(v, gpu.name, gpu.compute_capability, nv.driver_version,
+                                      [x for x in matrix.variants if x.family == "cuda"], matrix.default_gpu)
+            if found.status == PASS:
+                native_notes.append(found.message)
+            else:
+                (problems if found.status == FAIL else warnings).append((found.status, found.message, found.fix))
             continue
-        if not v.compute_capabilities:
-            notes.append(f"GPU {gpu.index}: kernel targets of {v.id} not known here")
-            continue
-        support = kernel_support(gpu.compute_capability, v.compute_capabilities)
-        lowest = min(v.compute_capabilities, key=lambda t: int(t.split("_")[1]))
+        # The recorded targets (read from the image's binaries), else TF's published list.
+        targets = kernel_choice.targets_of(v)
+        support = kernel_support(gpu.compute_capability, targets.all)
+        lowest = min(targets.all, key=lambda t: kernel_choice.parse_target(t)[1:3])
         if support == "none":
             problems.append((FAIL, f"{gpu.name} (compute capability {gpu.compute_capability}) is older "
-                                   f"than TF {v.tensorflow} supports (lowest target {lowest})",
+                                   f"than {targets.framework} {targets.version} supports (lowest target {lowest})",
                              "use an older variant or a newer GPU"))
         elif support == "ptx" and driver < driver_tuple(v.min_driver_ptx):
             problems.append((FAIL, f"{gpu.name} (compute capability {gpu.compute_capability}) gets only PTX "
-                                   f"from TF {v.tensorflow}'s build ({', '.join(v.compute_capabilities)}); "
+                                   f"from {targets.framework} {targets.version}'s build "
+                                   f"({kernel_choice.describe(targets)}); "
                                    f"JIT-compiling it needs driver >= {v.min_driver_ptx}, this host has "
                                    f"{nv.driver_version} (expect CUDA_ERROR_UNSUPPORTED_PTX_VERSION)",
                              f"upgrade the NVIDIA driver to >= {v.min_driver_ptx}"))
@@ -273,6 +260,7 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
     if warnings:
         return Check(WARN, name, "; ".join([w[1] for w in warnings] + notes), warnings[0][2])
     status = WARN if any("unknown" in n for n in notes) else PASS
+    notes = native_notes + notes
     return Check(status, name, "compatible" + (f" ({'; '.join(notes)})" if notes else ""))
 
 
@@ -289,12 +277,26 @@ class Report:
                 "recommended": self.recommended, "reason": self.reason, "gpu_usable": self.gpu_usable}
 
 
+def _preference(usable: list[Variant], status: dict[str, str], facts: HostFacts, matrix: Matrix) -> list[Variant]:
+    """Usable CUDA variants, best first: the default GPU image when it passes; else among the
+    passing ones the best with native kernels for every GPU (kernel_choice.best_native, as the
+    Blackwell verdicts name it); then the other passing ones, then those that only warn (e.g.
+    PTX JIT on a Blackwell GPU), the default GPU image first."""
+    ordered = sorted(usable, key=lambda v: (status[v.id] != PASS, v.id != matrix.default_gpu))
+    passing = [v for v in ordered if status[v.id] == PASS]
+    if not passing or passing[0].id == matrix.default_gpu:
+        return ordered
+    ccs = [g.compute_capability for g in facts.nvidia.gpus if g.compute_capability]
+    best = kernel_choice.best_native(passing, ccs, facts.nvidia.driver_version, matrix.default_gpu) if ccs else None
+    return ([best] + [v for v in ordered if v is not best]) if best else ordered
+
+
 def judge(facts: HostFacts, matrix: Matrix) -> Report:
     host = host_checks(facts)
     verdicts = [variant_verdict(v, facts, matrix) for v in matrix.variants]
     toolkit_ok = any(c.name == "container-toolkit" and c.status == PASS for c in host)
     usable = [v for v, c in zip(matrix.variants, verdicts) if v.family == "cuda" and c.status in (PASS, WARN)]
-    preferred = sorted(usable, key=lambda v: v.id != matrix.default_gpu)
+    preferred = _preference(usable, {v.id: c.status for v, c in zip(matrix.variants, verdicts)}, facts, matrix)
     if preferred and toolkit_ok and not facts.docker_error:
         return Report(host, verdicts, preferred[0].id, "a usable NVIDIA GPU and the container toolkit", True)
     if facts.rocm_devices and all(facts.rocm_devices.values()):

@@ -1,5 +1,5 @@
-"""`kerasenv generate`, `lock`, `build`, `base-offline`, `sbom` and `clean`: the images'
-files, their builds and their removal.
+"""`kerasenv generate`, `lock`, `build`, `base-offline`, `sbom`, `kernel-targets` and `clean`:
+the images' files, their builds, what they carry and their removal.
 
 (`kerasenv size` is bench/commands.py's: its JSON is the benchmark report's input, and that
 way images/ imports nothing of bench/.)
@@ -59,6 +59,12 @@ def register(subparsers) -> None:
     s.add_argument("id", metavar="ID")
     s.add_argument("-o", "--output", type=Path, help="file to write (default: sbom-<id>.cdx.json; - for stdout)")
     s.set_defaults(handler=_cmd_sbom)
+
+    s = subparsers.add_parser("kernel-targets", help="the SASS/PTX targets a built CUDA image's libraries carry, "
+                                                     "compared with images/ID/kernel-targets.json")
+    s.add_argument("id", metavar="ID")
+    s.add_argument("--write", action="store_true", help="record them in images/ID/kernel-targets.json")
+    s.set_defaults(handler=_cmd_kernel_targets)
 
     s = subparsers.add_parser("clean", help="remove the project's containers, networks and superseded images "
                                             "(keeps Docker's build cache)")
@@ -159,6 +165,28 @@ def _cmd_sbom(args, matrix: Matrix) -> int:
     path = args.output or Path(f"sbom-{v.id}.cdx.json")
     sbom.write(bom, path)
     print(f"wrote {path}: {len(bom.get('components', []))} components", file=sys.stderr)
+    return 0
+
+
+def _cmd_kernel_targets(args, matrix: Matrix) -> int:
+    from . import kernel_targets
+    from ..engine import docker_client
+
+    v = matrix.get(args.id)
+    if v.family != "cuda":
+        kernel_targets.probe(None, matrix, v)  # the one-line refusal, before Docker is asked
+    parsed = kernel_targets.probe(docker_client.client(), matrix, v)
+    recorded = kernel_targets.to_record(v, parsed)
+    print(kernel_targets.format_table(recorded, parsed.get("seconds")))
+    if args.write:
+        path = kernel_targets.write(matrix, v, recorded)
+        print(f"wrote {path}; `make generate` puts it into the labels and the README table")
+        return 0
+    differs = kernel_targets.drift(matrix, v, recorded)
+    if differs:
+        raise KerasenvError(f"{differs}: re-record with `kerasenv kernel-targets {v.id} --write`, "
+                            "then `make generate`")
+    print(f"matches {kernel_targets.record.record_path(matrix.path.parent, v.id)}")
     return 0
 
 

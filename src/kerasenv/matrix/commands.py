@@ -32,10 +32,14 @@ def _cmd_list(args, matrix: Matrix) -> int:
     elif args.json:
         rows = []
         for v in matrix.variants:
-            row = {k: val for k, val in vars(v).items() if val is not None and k != "gpu_evidence"}
-            row.update(image=v.image_ref, framework=v.framework_package, framework_version=v.framework_version, min_driver=v.min_driver, min_driver_ptx_jit=v.min_driver_ptx,
+            row = {k: val for k, val in vars(v).items()
+                   if val is not None and k not in ("gpu_evidence", "recorded_kernels")}
+            row.update(image=v.image_ref, framework=v.framework_package, framework_version=v.framework_version,
+                       min_driver=v.min_driver, min_driver_ptx_jit=v.min_driver_ptx,
                        cuda_wheels_driver=v.min_driver_toolkit,
                        cuda_compute_capabilities=list(v.compute_capabilities),
+                       kernels_sass=list(v.kernel_targets.sass) if v.kernel_targets else None,
+                       kernels_ptx=list(v.kernel_targets.ptx) if v.kernel_targets else None,
                        cuda_stack_provenance=vars(v.provenance) if v.provenance else None)
             rows.append({k: val for k, val in row.items() if val not in (None, [])})
         print(json.dumps(rows, indent=2))
@@ -45,4 +49,6 @@ def _cmd_list(args, matrix: Matrix) -> int:
             print(f"{v.id:<19} {v.framework_label:<15} Keras {v.keras:<7} Python {v.python:<5} {stack}")
             if v.provenance:
                 print(f"{'':<18} stack: {v.provenance.one_line()}")
+            if v.family == "cuda":
+                print(f"{'':<18} GPU code: {table.kernels_cell(v)}")
     return 0

@@ -43,6 +43,12 @@ def static_labels(matrix: Matrix, v: Variant) -> dict[str, str]:
             f"{NS}.{v.backend}-built-with-cuda": v.built_with_stack.cuda if v.built_with_stack else "",
             f"{NS}.cuda-compute-capabilities": ",".join(v.compute_capabilities),
         })
+        kernels = v.kernel_targets
+        if kernels is not None:
+            # What the framework's binaries carry (images/<id>/kernel-targets.json), read from
+            # them: TF's published list (cuda-compute-capabilities) can miss some (TF 2.21's sm_90).
+            labels[f"{NS}.kernels.sass"] = ",".join(kernels.sass)
+            labels[f"{NS}.kernels.ptx"] = ",".join(kernels.ptx)
         evidence = v.provenance
         assert evidence is not None
         labels.update({

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import backend_releases
+from . import kernel_targets as kernel_targets_record
 from . import nvidia_drivers
 from . import tested_builds
 from .backend_releases import BACKENDS
@@ -78,6 +79,9 @@ class Variant:
     backend: str = "tensorflow"
     jax: str | None = None
     torch: str | None = None
+    # What the built image's binaries carry (images/<id>/kernel-targets.json; set by parse(),
+    # never from the TOML): None until recorded.
+    recorded_kernels: kernel_targets_record.KernelTargets | None = None
 
     # --- derived facts -------------------------------------------------------------
     @property
@@ -193,6 +197,14 @@ class Variant:
     def compute_capabilities(self) -> tuple[str, ...]:
         release = self.tf_release
         return release.compute_capabilities if (release and self.family == "cuda") else ()
+
+    @property
+    def kernel_targets(self) -> kernel_targets_record.KernelTargets | None:
+        """The framework's SASS/PTX targets read from the built image's binaries (None for a
+        variant not recorded yet, and for CPU/ROCm ones). Where they disagree with
+        compute_capabilities (TF's published list, which its build info reports), these
+        are what the GPU can run."""
+        return self.recorded_kernels if self.family == "cuda" else None
 
     @property
     def tensorflow_package(self) -> str:
@@ -349,6 +361,8 @@ def parse(raw: Mapping[str, Any], path: Path) -> Matrix:
     plugin = _parse_profiler(raw, fail)
     if plugin:
         variants = [dataclasses.replace(v, profile_plugin=plugin) if v.family != "rocm" else v for v in variants]
+    variants = [dataclasses.replace(v, recorded_kernels=kernel_targets_record.load(path.parent, v.id))
+                if v.family == "cuda" else v for v in variants]
     return Matrix(path=path, variants=tuple(variants), project=project, jupyter=_parse_jupyter(raw, fail),
                   **defaults)
 

@@ -23,7 +23,18 @@ def _row(matrix: Matrix, v: Variant) -> list[str]:
         driver, stack = "amdgpu (ROCm host driver)", f"ROCm {v.rocm}"
     else:
         driver, stack = "none", "CPU only"
-    return [f"`{v.id}`{default}", v.framework_label, keras, v.python, stack, driver, checked_here(v), v.notes]
+    return [f"`{v.id}`{default}", v.framework_label, keras, v.python, stack, driver, kernels_cell(v), checked_here(v),
+            v.notes]
+
+
+def kernels_cell(v: Variant) -> str:
+    """The framework's GPU code as read from the image's binaries (kernel-targets.json)."""
+    if v.family != "cuda":
+        return "none" if v.family == "cpu" else "AMD's build"
+    kernels = v.kernel_targets
+    if kernels is None:
+        return f"not recorded yet (`kerasenv kernel-targets {v.id} --write`)"
+    return f"SASS {', '.join(kernels.sass) or 'none'}; PTX {', '.join(kernels.ptx) or 'none'}"
 
 
 def _provenance(v: Variant) -> str:
@@ -50,7 +61,7 @@ def checked_here(v: Variant) -> str:
 
 def markdown(matrix: Matrix) -> str:
     head = ["image `kerasenv:<id>`", "framework (Keras backend)", "Keras", "Python", "GPU stack",
-            "min. NVIDIA driver", "checked by `.ci/run`", "notes"]
+            "min. NVIDIA driver", "GPU code (from the binaries)", "checked by `.ci/run`", "notes"]
     rows = [head, ["---"] * len(head)] + [_row(matrix, v) for v in matrix.variants]
     return "\n".join("| " + " | ".join(r) + " |" for r in rows) + "\n"
 

@@ -8,6 +8,9 @@ one JSON line of what the image holds or can do, for the host to judge.
   (the acceptance suite's `inventory` fixture).
 - cuda_audit: which cuDNN/cuBLAS the loader resolves for TensorFlow, every copy on disk,
   and ptxas (acceptance/test_cuda_libraries.py; run as root).
+- kernel_targets: the SASS and PTX targets of the CUDA fat binaries in the framework's and
+  the NVIDIA wheels' libraries, read from the ELF files (`kerasenv kernel-targets ID`,
+  acceptance/test_kernel_targets.py).
 
 Standard library at module level; TensorFlow only when a probe runs.
 """

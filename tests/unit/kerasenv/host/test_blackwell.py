@@ -4,12 +4,16 @@ in-image tools (smoke, bench) follow the same rule: XLA off where TF's XLA canno
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from kerasenv.host import blackwell
 from kerasenv.host import doctor
 from kerasenv.host.doctor import FAIL, PASS, WARN
 from kerasenv.host.nvidia_smi import Gpu, HostGpus
+from kerasenv.matrix.kernel_targets import KernelTargets
+from kerasenv.matrix.schema import Variant
 from kerasenv_image.bench import capabilities as bench_capabilities
 from kerasenv_image.smoke import compile_options as smoke_compile_options
 
@@ -68,7 +72,8 @@ def test_recorded_blackwell_hosts_get_the_honest_verdicts(real_matrix, monkeypat
 
 def test_hopper_is_not_mistaken_for_blackwell(real_matrix):
     v = verdicts(doctor.judge(host("NVIDIA H100 80GB HBM3", "9.0"), real_matrix))
-    assert v["tf2.21-cuda12.9"].status == PASS and "runs JIT-compiled PTX" in v["tf2.21-cuda12.9"].message
+    assert v["tf2.21-cuda12.9"].status == PASS and "PTX" not in v["tf2.21-cuda12.9"].message  # SASS sm_90
+    assert "runs JIT-compiled PTX" in v["tf2.15-cuda12.2"].message
     assert "Blackwell" not in v["tf2.14-cuda11.8"].message
 
 
@@ -90,3 +95,87 @@ def test_every_tool_draws_the_blackwell_line_at_the_same_place(cc, blackwell_gpu
     gpus = [{"name": "GPU", "compute_capability": cc}]
     assert (smoke_compile_options.xla_blocker(gpus) is not None) is blackwell_gpu
     assert bool(bench_capabilities.xla_skipped(["off", "on"], "gpu", cc)) is blackwell_gpu
+
+
+# --- a matrix with native Blackwell kernels (the JAX and PyTorch variants being added) -----------
+# Their kernel targets as compatibility.md's table has them (jax-cuda12-plugin 0.10.2: the same
+# arch set as 0.12.0.1; torch 2.15.0), and as the probe read them from the wheels.
+JAX_KERNELS = KernelTargets("jax", "0.10.2", sass=("sm_50", "sm_60", "sm_70", "sm_80", "sm_90", "sm_100", "sm_101",
+                                                   "sm_120"), ptx=("compute_120",))
+TORCH_KERNELS = KernelTargets("torch", "2.15.0", sass=("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100",
+                                                       "sm_100a", "sm_103", "sm_120", "sm_120a", "sm_121a"), ptx=())
+
+
+@dataclasses.dataclass(frozen=True)
+class Cuda13Variant(Variant):
+    """A CUDA 13.2 variant: its wheels' own driver is R580 (tested_builds has no CUDA 13 stack yet)."""
+
+    @property
+    def min_driver_toolkit(self) -> str:
+        return "580.65.06"
+
+    @property
+    def min_driver_ptx(self) -> str:
+        return "580.65.06"
+
+
+def with_native_variants(matrix):
+    base = matrix.get("tf2.21-cuda12.9")
+    jax = dataclasses.replace(base, id="jax0.10-cuda12.9", recorded_kernels=JAX_KERNELS)
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
+    torch = Cuda13Variant(**{**fields, "id": "torch2.15-cuda13.2", "cuda": "13.2", "cudnn": "9.26.0.51",
+                             "recorded_kernels": TORCH_KERNELS})
+    assert torch.min_driver == "580.65.06"  # CUDA 13's minor-version compatibility floor
+    return dataclasses.replace(matrix, variants=matrix.variants + (jax, torch))
+
+
+def replayed(fixture_host, monkeypatch) -> doctor.HostFacts:
+    monkeypatch.setenv("KERASENV_FIXTURE_HOST", fixture_host)
+    return doctor.HostFacts(nvidia=doctor.probe_nvidia(str(REPO / "tests" / "fixtures" / "fake-nvidia-smi")),
+                            docker_runtimes=["nvidia", "runc"], rocm_devices={"/dev/kfd": False, "/dev/dri": False})
+
+
+@pytest.mark.parametrize("fixture_host", ["rtx5090-572", "b200-575"])
+def test_a_blackwell_host_is_sent_to_the_jax_image_its_driver_runs(real_matrix, monkeypatch, fixture_host):
+    report = doctor.judge(replayed(fixture_host, monkeypatch), with_native_variants(real_matrix))
+    v = verdicts(report)
+    assert v["jax0.10-cuda12.9"].status == PASS and "native kernels in jax 0.10.2" in v["jax0.10-cuda12.9"].message
+    # CUDA 13.2 needs R580: 572.70 / 575.57.08 are older.
+    assert v["torch2.15-cuda13.2"].status == FAIL and "older than 580.65.06" in v["torch2.15-cuda13.2"].message
+    tf = v["tf2.21-cuda12.9"]
+    assert tf.status == WARN and "jit_compile=False" in tf.fix and "kerasenv:jax0.10-cuda12.9" in tf.fix
+    assert v["tf2.20-cuda12.5"].status == FAIL and v["tf2.20-cuda12.5"].fix.startswith("use kerasenv:jax0.10-cuda12.9")
+    assert report.recommended == "jax0.10-cuda12.9"
+
+
+def test_with_an_r580_driver_the_newest_cuda_with_native_kernels_wins(real_matrix):
+    report = doctor.judge(host("NVIDIA GeForce RTX 5090", "12.0", driver="580.95.05"), with_native_variants(real_matrix))
+    v = verdicts(report)
+    assert v["torch2.15-cuda13.2"].status == PASS and v["jax0.10-cuda12.9"].status == PASS
+    assert "kerasenv:torch2.15-cuda13.2" in v["tf2.21-cuda12.9"].fix
+    assert report.recommended == "torch2.15-cuda13.2"
+
+
+def test_ptx_only_names_the_jit_cost_and_the_cache(real_matrix):
+    tf = verdicts(doctor.judge(host("NVIDIA B200", "10.0"), real_matrix))["tf2.21-cuda12.9"]
+    assert tf.status == WARN
+    assert "no native kernels in tensorflow 2.21.0 (its binaries carry SASS sm_60,sm_70,sm_80,sm_89,sm_90" in tf.message
+    assert "takes minutes" in tf.message and "#97387" in tf.message
+    assert f"CUDA_CACHE_PATH={blackwell.CUDA_CACHE_PATH}" in tf.message and "named volume" in tf.message
+
+
+def test_a_variant_without_kernels_for_the_gpu_fails_naming_the_native_image(real_matrix):
+    matrix = with_native_variants(real_matrix)
+    hopper_only = dataclasses.replace(matrix.get("jax0.10-cuda12.9"), id="old-jax",
+                                      recorded_kernels=KernelTargets("jax", "0.4.30", sass=("sm_90a",), ptx=("compute_90a",)))
+    matrix = dataclasses.replace(matrix, variants=matrix.variants + (hopper_only,))
+    check = verdicts(doctor.judge(host("NVIDIA GeForce RTX 5090", "12.0", driver="575.57.08"), matrix))["old-jax"]
+    assert check.status == FAIL and "carries no kernel it can run" in check.message
+    assert check.fix == "use kerasenv:jax0.10-cuda12.9 (native kernels for it)"
+
+
+def test_the_ptx_jit_driver_floor_still_fails_a_ptx_only_variant():
+    matrix_variant = Variant(id="x", family="cuda", tensorflow="2.21.0", keras="3.15.1", python="3.11",
+                             base_image="debian:bookworm-slim", cuda="12.5", cudnn="9.7.0.66", nccl="2.27.7")
+    found = blackwell.verdict(matrix_variant, "NVIDIA B200", "10.0", "550.54.14", [matrix_variant], "x")
+    assert found.status == "FAIL" and "needs driver >= 555.42.06, this host has 550.54.14" in found.message

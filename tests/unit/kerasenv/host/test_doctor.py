@@ -7,6 +7,8 @@ recorded (SOURCES.md names each source) and refuses anything else.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from kerasenv.host import doctor
@@ -22,6 +24,12 @@ def facts_for(host: str, monkeypatch, *, toolkit: bool = True) -> doctor.HostFac
     return doctor.HostFacts(nvidia=doctor.probe_nvidia(FAKE_SMI),
                             docker_runtimes=["nvidia", "runc"] if toolkit else ["runc"],
                             rocm_devices={"/dev/kfd": False, "/dev/dri": False})
+
+
+def unrecorded(matrix):
+    """The matrix as it was before kernel-targets.json: TF's published lists only."""
+    return dataclasses.replace(matrix, variants=tuple(dataclasses.replace(v, recorded_kernels=None)
+                                                      for v in matrix.variants))
 
 
 def verdicts(report: doctor.Report) -> dict[str, doctor.Check]:
@@ -80,8 +88,19 @@ def test_a100_on_535_runs_every_cuda_variant_and_gets_the_default_gpu_image(real
     assert report.recommended == real_matrix.default_gpu
 
 
-def test_h100_on_550_fails_the_cuda12_5_images_for_ptx_jit(real_matrix, monkeypatch):
+def test_h100_on_550_runs_tf_2_17_plus_natively_as_their_binaries_carry_sm_90(real_matrix, monkeypatch):
+    # TF's published list says compute_90 PTX only; the binaries (kernel-targets.json) carry
+    # SASS sm_90 too, so the PTX JIT driver floor (555.42.06) does not apply to an H100.
     report = doctor.judge(facts_for("h100-550", monkeypatch), real_matrix)
+    v = verdicts(report)
+    for variant_id in ("tf2.21-cuda12.9", "tf2.20-cuda12.5", "tf2.17-cuda12.3"):
+        assert v[variant_id].status == PASS and "PTX" not in v[variant_id].message
+    assert "GPU 0,1 run JIT-compiled PTX" in v["tf2.15-cuda12.2"].message  # SASS up to sm_80, compute_80
+    assert report.recommended == real_matrix.default_gpu
+
+
+def test_without_a_record_the_published_list_decides_and_h100_on_550_fails_for_ptx_jit(real_matrix, monkeypatch):
+    report = doctor.judge(facts_for("h100-550", monkeypatch), unrecorded(real_matrix))
     v = verdicts(report)
     for variant_id in ("tf2.21-cuda12.9", "tf2.20-cuda12.5"):
         assert v[variant_id].status == FAIL
@@ -94,7 +113,9 @@ def test_h100_on_550_fails_the_cuda12_5_images_for_ptx_jit(real_matrix, monkeypa
 def test_h100_on_565_passes_the_cuda12_5_images(real_matrix, monkeypatch):
     report = doctor.judge(facts_for("multi-gpu-h100x8", monkeypatch), real_matrix)
     v = verdicts(report)
-    assert v["tf2.21-cuda12.9"].status == PASS and "GPU 0,1,2,3,4,5,6,7 run JIT-compiled PTX" in v["tf2.21-cuda12.9"].message
+    assert v["tf2.21-cuda12.9"].status == PASS and "PTX" not in v["tf2.21-cuda12.9"].message  # SASS sm_90
+    assert v["tf2.15-cuda12.2"].status == PASS
+    assert "GPU 0,1,2,3,4,5,6,7 run JIT-compiled PTX" in v["tf2.15-cuda12.2"].message
     assert len(host_check_names(report, "gpu")) == 8
     assert report.recommended == real_matrix.default_gpu
 
@@ -110,7 +131,8 @@ def test_multi_gpu_from_the_csv_query_alone(real_matrix, monkeypatch):
         [("NVIDIA TITAN V", "7.0"), ("NVIDIA RTX 5880 Ada Generation", "8.9")]
     v = verdicts(doctor.judge(facts, real_matrix))
     assert v["tf2.21-cuda12.9"].status == PASS and "PTX" not in v["tf2.21-cuda12.9"].message
-    assert "GPU 1 runs JIT-compiled PTX" in v["tf2.14-cuda11.8"].message  # Ada 8.9 vs compute_80
+    # TF 2.14's binaries carry SASS sm_80, which runs on Ada 8.9 (its published list says compute_80)
+    assert v["tf2.14-cuda11.8"].status == PASS and "PTX" not in v["tf2.14-cuda11.8"].message
 
 
 def test_unknown_compute_capability_warns_instead_of_crashing(real_matrix, monkeypatch):
@@ -144,12 +166,18 @@ def test_gpu_without_container_toolkit_fails_and_falls_back_to_cpu(real_matrix, 
     ("5.2", ("sm_60", "sm_70", "sm_80", "sm_89", "compute_90"), "none"),
     ("3.7", ("sm_35", "sm_50", "sm_60", "sm_70", "sm_75", "compute_80"), "native"),
     ("8.9", ("sm_35", "sm_50", "sm_60", "sm_70", "sm_75", "compute_80"), "ptx"),
+    ("9.0", ("sm_80", "sm_90a"), "native"),  # sm_90a: exactly 9.0
+    ("10.0", ("sm_90a", "compute_90a"), "none"),  # arch-specific code runs on its arch only
+    ("10.3", ("sm_100a", "compute_90"), "ptx"),
+    ("10.3", ("sm_100",), "native"),
+    ("12.1", ("sm_100", "sm_120"), "native"),
+    ("12.0", ("sm_100", "sm_121"), "none"),  # sm_121 does not run on 12.0, sm_100 not on 12.x
 ])
 def test_kernel_support_follows_cuda_binary_compatibility(cc, targets, expected):
     assert doctor.kernel_support(cc, targets) == expected
 
 
 def test_text_report_names_each_fail_with_its_fix(real_matrix, monkeypatch):
-    text = doctor.format_text(doctor.judge(facts_for("h100-550", monkeypatch), real_matrix))
+    text = doctor.format_text(doctor.judge(facts_for("h100-550", monkeypatch), unrecorded(real_matrix)))
     assert "fix: upgrade the NVIDIA driver to >= 555.42.06" in text
     assert text.splitlines()[-1].startswith("recommended: kerasenv:tf2.17-cuda12.3")

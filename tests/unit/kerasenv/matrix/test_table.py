@@ -21,7 +21,15 @@ def test_one_row_per_variant_in_matrix_order(real_matrix):
     assert len(body) == len(real_matrix.variants)
     for line, v in zip(body, real_matrix.variants):
         assert line.startswith(f"| `{v.id}`")
-        assert line.count(" | ") == 7
+        assert line.count(" | ") == 8
+
+
+def test_rows_show_the_gpu_code_read_from_the_binaries(real_matrix):
+    body = dict(zip(real_matrix.ids, rows(table.markdown(real_matrix))))
+    assert "| SASS sm_60, sm_70, sm_80, sm_89, sm_90; PTX compute_90 |" in body["tf2.21-cuda12.9"]
+    for v in real_matrix.variants:
+        if v.family == "cuda" and v.kernel_targets is None:
+            assert f"`kerasenv kernel-targets {v.id} --write`" in body[v.id]
 
 
 def test_every_row_says_what_ci_checks_and_rocm_says_it_is_not_built(real_matrix):

@@ -1,0 +1,52 @@
+"""CUDA images: the GPU code their libraries carry is what images/<id>/kernel-targets.json
+records (the matrix, the labels, the README table and the doctor's verdicts rest on it).
+
+The parse runs in a fresh container of the image with this checkout's probe mounted ahead of
+the image's copy (as `kerasenv kernel-targets` records it), so the check and the record use
+the same parser version; what is read, the libraries, is the image's.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kerasenv.images import kernel_targets
+from kerasenv.matrix import kernel_targets as record
+from kerasenv.matrix.schema import IN_IMAGE_DIR
+
+from .conftest import run_once
+
+# Only CUDA images carry NVIDIA fat binaries: the CPU build has none, and ROCm code is AMD's
+# (HSA code objects), which this parser does not read.
+FAMILIES = {"cuda"}
+
+
+@pytest.fixture(scope="module")
+def parsed(docker, matrix, target) -> dict:
+    common = str(matrix.path.parent / IN_IMAGE_DIR)
+    code, out, err = run_once(docker, target.ref, ["python", "-m", kernel_targets.PROBE_MODULE, "--json"],
+                              network_mode="none", environment={"PYTHONPATH": kernel_targets.PROBE_MOUNT},
+                              volumes={common: {"bind": kernel_targets.PROBE_MOUNT, "mode": "ro"}})
+    assert code == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_the_image_carries_what_its_kernel_targets_file_records(parsed, matrix, target):
+    path = record.record_path(matrix.path.parent, target.variant.id)
+    if not path.exists():
+        pytest.fail(f"{path} is missing: record it with `kerasenv kernel-targets {target.variant.id} --write`")
+    assert kernel_targets.to_record(target.variant, parsed) == json.loads(path.read_text())
+
+
+def test_the_parse_takes_seconds_not_minutes(parsed):
+    # TF's ~1 GB libraries: the probe reads headers only (measured 1-6 s on 2 cores).
+    assert parsed["seconds"] < 30 and not parsed["unreadable"], parsed["unreadable"]
+
+
+def test_the_kernel_labels_match_the_binaries(image, parsed):
+    labels = image.labels or {}
+    (framework,) = parsed["frameworks"].values()
+    assert labels.get("io.kerasenv.kernels.sass") == ",".join(framework["sass"])
+    assert labels.get("io.kerasenv.kernels.ptx") == ",".join(framework["ptx"])

@@ -1,0 +1,80 @@
+"""Which variants can run a GPU's kernels, by CUDA's binary compatibility rules, and the best
+one with native kernels for a host.
+
+The targets are the variant's recorded ones (images/<id>/kernel-targets.json, read from the
+image's binaries), else TF's published list (tested_builds) for a variant not recorded yet.
+
+CUDA binary compatibility (CUDA C++ Programming Guide, "Binary Compatibility" and
+"Application Compatibility"):
+- SASS sm_XY runs on compute capability X.Z for Z >= Y, same major only.
+- Arch-specific SASS sm_XYa (e.g. sm_90a, sm_100a) runs only on X.Y itself.
+- PTX compute_XY is JIT-compiled by the driver for any compute capability >= X.Y
+  (compute_XYa only for X.Y).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..matrix.kernel_targets import KernelTargets, from_compute_capabilities
+from ..matrix.nvidia_drivers import driver_tuple
+from ..matrix.schema import Variant
+from ..matrix.tested_builds import version_tuple
+
+_TARGET_RE = re.compile(r"^(sm|compute)_(\d+)(\d)([a-z]?)$")
+
+
+def _cc(value: str) -> tuple[int, int]:
+    major, minor = value.split(".")
+    return int(major), int(minor)
+
+
+def parse_target(target: str) -> tuple[str, int, int, str]:
+    """'sm_100a' -> ('sm', 10, 0, 'a'); 'compute_90' -> ('compute', 9, 0, '')."""
+    match = _TARGET_RE.match(target)
+    if not match:
+        raise ValueError(f"not a CUDA target like sm_90 or compute_90: {target!r}")
+    kind, major, minor, suffix = match.groups()
+    return kind, int(major), int(minor), suffix
+
+
+def kernel_support(gpu_cc: str, targets: tuple[str, ...]) -> str:
+    """'native' (SASS this GPU runs), 'ptx' (PTX the driver can JIT for it), or 'none'."""
+    gpu = _cc(gpu_cc)
+    parsed = [parse_target(t) for t in targets]
+    for kind, major, minor, suffix in parsed:
+        if kind == "sm" and ((major, minor) == gpu if suffix else (major == gpu[0] and minor <= gpu[1])):
+            return "native"
+    for kind, major, minor, suffix in parsed:
+        if kind == "compute" and ((major, minor) == gpu if suffix else (major, minor) <= gpu):
+            return "ptx"
+    return "none"
+
+
+def targets_of(v: Variant) -> KernelTargets:
+    """The recorded targets, else TF's published compute capabilities in the same shape."""
+    return v.kernel_targets or from_compute_capabilities("tensorflow", v.tensorflow, v.compute_capabilities)
+
+
+def describe(targets: KernelTargets) -> str:
+    return f"SASS {','.join(targets.sass) or 'none'}; PTX {','.join(targets.ptx) or 'none'}"
+
+
+def best_native(variants: list[Variant], gpu_ccs: list[str], driver: str | None, default_gpu: str,
+                also_needed=lambda v: True) -> Variant | None:
+    """Among the CUDA variants whose recorded kernel targets have native SASS for every GPU in
+    `gpu_ccs`, whose driver floor (minor-version compatibility) `driver` meets and which
+    `also_needed` accepts (e.g. a cuDNN with kernels for the GPU), the best: one whose wheels'
+    own driver the host has, then the default GPU image, then the newest CUDA."""
+    host = driver_tuple(driver) if driver else None
+    candidates = [v for v in variants
+                  if v.family == "cuda" and v.kernel_targets is not None and v.min_driver
+                  and host is not None and host >= driver_tuple(v.min_driver)
+                  and all(kernel_support(cc, v.kernel_targets.sass) == "native" for cc in gpu_ccs)
+                  and also_needed(v)]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda v: (
+        not (v.min_driver_toolkit and host >= driver_tuple(v.min_driver_toolkit)),
+        v.id != default_gpu,
+        tuple(-p for p in version_tuple(v.cuda or "0"))))

@@ -1,0 +1,107 @@
+"""`kerasenv kernel-targets ID [--write]`: read which GPU code a built CUDA image carries and
+record it as images/<id>/kernel-targets.json (what the matrix, the labels, the README table
+and the doctor use; matrix/kernel_targets.py reads it).
+
+The parse runs in a throwaway container of kerasenv:<id> (`docker run --rm`, no network),
+with this checkout's in-image probe mounted read-only ahead of the image's own copy, so an
+image built before the probe existed can be read too, and the record always comes from the
+parser version it names. What is read, the libraries, is the image's.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from ..engine.docker_client import PROJECT_LABEL
+from ..errors import KerasenvError, UsageError
+from ..matrix import kernel_targets as record
+from ..matrix.schema import IN_IMAGE_DIR, Matrix, Variant
+
+PROBE_MOUNT = "/opt/kerasenv-probe"
+PROBE_MODULE = "kerasenv_image.probes.kernel_targets"
+
+
+def probe(client, matrix: Matrix, v: Variant) -> dict:
+    """The probe's JSON for kerasenv:<id> (a UsageError naming `make build` when not built)."""
+    from docker.errors import ImageNotFound
+
+    if v.family != "cuda":
+        raise UsageError(f"{v.id} is a {v.family} variant: kernel targets are recorded for CUDA variants only "
+                         f"({', '.join(x.id for x in matrix.variants if x.family == 'cuda')})")
+    try:
+        client.images.get(v.image_ref)
+    except ImageNotFound:
+        raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}` first") from None
+    common = matrix.path.parent / IN_IMAGE_DIR
+    container = client.containers.create(
+        v.image_ref, [v.interpreter, "-m", PROBE_MODULE, "--json"], network_mode="none",
+        environment={"PYTHONPATH": PROBE_MOUNT}, volumes={str(common): {"bind": PROBE_MOUNT, "mode": "ro"}},
+        labels={PROJECT_LABEL: "kerasenv", "io.kerasenv.kind": "kernel-targets"},
+        name=f"kerasenv-kernel-targets-{uuid.uuid4().hex[:8]}")
+    try:
+        container.start()
+        code = container.wait(timeout=600)["StatusCode"]
+        out = container.logs(stdout=True, stderr=False).decode(errors="replace")
+        err = container.logs(stdout=False, stderr=True).decode(errors="replace")
+    finally:
+        container.remove(force=True)
+    if code != 0:
+        raise KerasenvError(f"the kernel-targets probe failed in {v.image_ref} (exit {code}): "
+                            f"{(err.strip().splitlines() or ['?'])[-1][:300]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def to_record(v: Variant, parsed: dict) -> dict:
+    """What is recorded: the variant's framework and libraries, and the parser version;
+    nothing that changes from run to run (time, paths), so a re-record of the same image
+    is the same file."""
+    frameworks = parsed.get("frameworks") or {}
+    if len(frameworks) != 1:
+        found = ", ".join(frameworks) or "none"
+        raise KerasenvError(f"{v.image_ref}: expected one framework with GPU libraries, found {found}")
+    (name, framework), = frameworks.items()
+    if not framework["sass"] and not framework["ptx"]:
+        raise KerasenvError(f"{v.image_ref}: {name} carries no GPU code (a CPU build?)")
+    return {
+        "variant": v.id,
+        "tool_version": parsed["tool_version"],
+        "framework": {"name": name, "version": framework["version"], "sass": framework["sass"],
+                      "ptx": framework["ptx"]},
+        "libraries": {lib: {"sass": t["sass"], "ptx": t["ptx"]} for lib, t in parsed["libraries"].items()
+                      if t["sass"] or t["ptx"]},
+        "fatbin_entries": parsed["fatbin_entries"],
+    }
+
+
+def write(matrix: Matrix, v: Variant, recorded: dict) -> Path:
+    path = record.record_path(matrix.path.parent, v.id)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def drift(matrix: Matrix, v: Variant, recorded: dict) -> str | None:
+    """How the committed file differs from this parse (None: it does not)."""
+    path = record.record_path(matrix.path.parent, v.id)
+    if not path.exists():
+        return f"{path} does not exist"
+    committed = json.loads(path.read_text(encoding="utf-8"))
+    if committed == recorded:
+        return None
+    keys = sorted(k for k in set(committed) | set(recorded) if committed.get(k) != recorded.get(k))
+    return f"{path} differs from the image in: {', '.join(keys)}"
+
+
+def format_table(recorded: dict, seconds: float | None = None) -> str:
+    fw = recorded["framework"]
+    took = f", {seconds} s in the container" if seconds is not None else ""
+    lines = [f"{recorded['variant']}: {recorded['fatbin_entries']} fat binary entries "
+             f"(parser v{recorded['tool_version']}{took})",
+             f"{'':<2}{'library':<22} {'SASS (native)':<60} PTX (JIT)"]
+    rows = [(f"{fw['name']} {fw['version']}", fw)] + list(recorded["libraries"].items())
+    for label, t in rows:
+        lines.append(f"{'':<2}{label:<22} {','.join(t['sass']) or '-':<60} {','.join(t['ptx']) or '-'}")
+    return "\n".join(lines)
