@@ -183,7 +183,7 @@ BUILD_CACHE_KEPT := tf2.21-cpu tf2.21-cuda12.9
 # over, unless an integration test runs them (IMAGES_FOR_INTEGRATION in tests/integration/
 # conftest.py; a unit test keeps the two equal): CI's disk then holds the images still in use,
 # not every image of the matrix at once. A later `make test` builds the dropped ones again.
-IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cuda12.9 jax0.10-cuda12.9 tf2.20-cuda12.5 tf2.15-cuda12.2
+IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cuda12.9 jax0.10-cpu jax0.10-cuda12.9 tf2.20-cuda12.5 tf2.15-cuda12.2
 TEST_FAILURES := .test-failures
 # Lane steps that are not a variant's (run by test-lanes, not on their own):
 unit_step := test-unit-lane-step

@@ -23,8 +23,8 @@ BUILT_IN_TESTS = ("tf2.21-cpu", "tf2.21-cuda12.9")
 # acceptance run is over, since the integration tests never need them: a unit test checks that
 # each `kerasenv:<id>` named under tests/integration/ is listed here, and the Makefile's
 # IMAGES_FOR_INTEGRATION equals it.
-IMAGES_FOR_INTEGRATION = ("tf2.21-cpu", "tf2.21-cuda12.9", "jax0.10-cuda12.9", "tf2.20-cuda12.5",
-                          "tf2.15-cuda12.2")
+IMAGES_FOR_INTEGRATION = ("tf2.21-cpu", "tf2.21-cuda12.9", "jax0.10-cpu", "jax0.10-cuda12.9",
+                          "tf2.20-cuda12.5", "tf2.15-cuda12.2")
 TEST_LABEL = "io.kerasenv.test"
 # This session's value of TEST_LABEL, so the leftover check sees this run's containers only.
 SESSION = uuid.uuid4().hex
@@ -69,6 +69,19 @@ def cpu_image(docker):
     except ImageNotFound:
         kerasenv("build", "tf2.21-cpu", timeout=3600)
     return "kerasenv:tf2.21-cpu"
+
+
+@pytest.fixture(scope="session")
+def jax_cpu_image(docker):
+    """kerasenv:jax0.10-cpu, built through the CLI only when it is missing (`make test` has
+    built it already)."""
+    from docker.errors import ImageNotFound
+
+    try:
+        docker.images.get("kerasenv:jax0.10-cpu")
+    except ImageNotFound:
+        kerasenv("build", "jax0.10-cpu", timeout=3600)
+    return "kerasenv:jax0.10-cpu"
 
 
 # What compose/compose.yaml reads from the environment: left out by compose(clean_env=True).

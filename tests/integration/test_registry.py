@@ -1,6 +1,10 @@
 """Push and pull through a real registry on 127.0.0.1 (Debian's docker-registry, the CNCF
-distribution registry): digests and labels survive the round trip, and the layers the CPU
-and the GPU image share (the Debian base and Python) are sent once."""
+distribution registry): digests and labels survive the round trip, and the layers two images
+share (the Debian base and Python) are sent once.
+
+The pair is the two CPU images, TensorFlow and JAX: they share exactly what every Debian-based
+variant shares, and pushing the 6.7 GB GPU image instead took 240 s of CI for the same checks
+(its CUDA layer's pull is issue 23's benchmark, not a test)."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from kerasenv.publish import tags
 
 from .conftest import default_signal_dispositions, free_port, kerasenv
 
-PUSHED = ("tf2.21-cpu", "tf2.21-cuda12.9")
+PUSHED = ("tf2.21-cpu", "jax0.10-cpu")
 KEEP = "kerasenv-test/keep"
 
 
@@ -77,18 +81,19 @@ def push(variant_id: str, registry: str) -> dict:
     return json.loads(kerasenv("push", variant_id, "--registry", registry, "--json", timeout=3600).stdout)
 
 
-def test_push_delete_pull_round_trip_keeps_digests_and_labels(docker, matrix, registry, built_images):
+def test_push_delete_pull_round_trip_keeps_digests_and_labels(docker, matrix, registry, built_images,
+                                                                 jax_cpu_image):
     address, data = registry["address"], registry["data"]
     shared = shared_prefix(docker, *PUSHED)
-    assert shared >= 2, "the CPU and GPU images no longer share their base layers"
+    assert shared >= 2, "the TensorFlow and JAX CPU images no longer share their base layers"
     pushed, measured = {}, {}
     for variant_id in PUSHED:
         before = stored_bytes(data) if data.exists() else 0
         pushed[variant_id] = push(variant_id, address)
         measured[variant_id] = stored_bytes(data) - before
-    # The GPU image sends only what differs: the base layers the CPU image sent are there.
-    assert pushed["tf2.21-cuda12.9"]["layers_already_there"] >= shared, (pushed, shared)
-    assert measured["tf2.21-cuda12.9"] > 1_000_000_000, measured  # its CUDA layer did go
+    # The JAX image sends only what differs: the base layers the TF image sent are there.
+    assert pushed["jax0.10-cpu"]["layers_already_there"] >= shared, (pushed, shared)
+    assert measured["jax0.10-cpu"] > 100_000_000, measured  # its own venv (JAX, Keras) did go
     labels_before = {v: docker.images.get(f"kerasenv:{v}").labels for v in PUSHED}
     repo = tags.repository(address)
     for variant_id in PUSHED:

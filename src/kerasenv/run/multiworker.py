@@ -51,6 +51,12 @@ def run(client, v: Variant, *, workers: int, runs_dir: Path, run_id: str, smoke_
 
     if workers < 2:
         raise UsageError("--workers must be at least 2 (one worker is `kerasenv smoke`)")
+    if v.backend != "tensorflow":
+        # TF_CONFIG drives tf.distribute's MultiWorkerMirroredStrategy; Keras on JAX spans
+        # processes with keras.distribution.initialize() instead, and Keras 3.15's PyTorch
+        # backend has no multi-process fit() at all.
+        raise UsageError(f"{v.id} trains on {v.framework_name}: `kerasenv multiworker` is TensorFlow's "
+                         "TF_CONFIG scheme; use a tf2.* variant (JAX: keras.distribution.initialize())")
     try:
         client.images.get(v.image_ref)
     except ImageNotFound:

@@ -33,3 +33,13 @@ def test_fractions_of_different_length_sort_in_time_order():
 
 def test_all_workers_done_without_failure_is_no_failure():
     assert multiworker._watch([FakeContainer(0, "2026-12-01T13:40:01Z")] * 2, timeout=5) is None
+
+
+def test_a_jax_or_torch_variant_is_refused_with_the_reason(real_matrix):
+    import pytest
+
+    from kerasenv.errors import UsageError
+
+    for variant_id in ("jax0.10-cuda12.9", "torch2.15-cuda13.2"):
+        with pytest.raises(UsageError, match="TensorFlow's TF_CONFIG scheme"):
+            multiworker.run(None, real_matrix.get(variant_id), workers=2, runs_dir=None, run_id="x", smoke_args=[])
