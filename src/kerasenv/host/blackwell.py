@@ -87,6 +87,10 @@ def verdict(v: Variant, gpu_name: str, compute_capability: str, driver: str,
         return Verdict("FAIL", f"{gpu}: cuDNN {v.cudnn} has no Blackwell kernels (they came in cuDNN "
                                f"{CUDNN_FIRST_BLACKWELL}), so every convolution fails", fix)
     targets = kernel_choice.targets_of(v)
+    if targets is None:
+        return Verdict("WARN", f"{gpu}: {v.framework_label}'s kernel targets are not "
+                               "recorded (images/<id>/kernel-targets.json): kernel support not checked",
+                       use_native or f"record them: `kerasenv kernel-targets {v.id} --write` on the built image")
     framework = f"{targets.framework} {targets.version}"
     support = kernel_choice.kernel_support(compute_capability, targets.all)
     if support == "none":

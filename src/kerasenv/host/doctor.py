@@ -217,7 +217,8 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
             "no CUDA variant runs on it (use the CPU image)"
         return Check(FAIL, name, f"driver {nv.driver_version} is older than {v.min_driver}, the minimum "
                                  f"for CUDA {v.cuda}; {alternative}",
-                     f"upgrade the NVIDIA driver to >= {full_floor} (>= {v.min_driver} to load at all)")
+                     f"upgrade the NVIDIA driver to >= {full_floor}"
+                     + (f" (>= {v.min_driver} to load at all)" if full_floor != v.min_driver else ""))
     problems, notes, ptx_gpus, warnings, native_notes = [], [], [], [], []
     for gpu in nv.gpus:
         if not gpu.compute_capability:
@@ -233,6 +234,10 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
             continue
         # The recorded targets (read from the image's binaries), else TF's published list.
         targets = kernel_choice.targets_of(v)
+        if targets is None:
+            notes.append(f"GPU {gpu.index}: {v.framework_label}'s kernel targets "
+                         "unknown (not recorded): kernel support not checked")
+            continue
         support = kernel_support(gpu.compute_capability, targets.all)
         lowest = min(targets.all, key=lambda t: kernel_choice.parse_target(t)[1:3])
         if support == "none":

@@ -51,9 +51,15 @@ def kernel_support(gpu_cc: str, targets: tuple[str, ...]) -> str:
     return "none"
 
 
-def targets_of(v: Variant) -> KernelTargets:
-    """The recorded targets, else TF's published compute capabilities in the same shape."""
-    return v.kernel_targets or from_compute_capabilities("tensorflow", v.tensorflow, v.compute_capabilities)
+def targets_of(v: Variant) -> KernelTargets | None:
+    """The recorded targets, else TF's published compute capabilities in the same shape; None
+    when neither is known (a JAX or PyTorch variant not recorded yet: no published list here),
+    so the caller says "not checked" instead of judging an empty list."""
+    if v.kernel_targets is not None:
+        return v.kernel_targets
+    if v.backend == "tensorflow" and v.tensorflow and v.compute_capabilities:
+        return from_compute_capabilities("tensorflow", v.tensorflow, v.compute_capabilities)
+    return None
 
 
 def describe(targets: KernelTargets) -> str:

@@ -31,6 +31,9 @@ def verdicts(report: doctor.Report) -> dict[str, doctor.Check]:
     return {c.name.removeprefix("variant "): c for c in report.variants}
 
 
+TF_CUDA = ("tf2.21-cuda12.9", "tf2.20-cuda12.5", "tf2.17-cuda12.3", "tf2.15-cuda12.2", "tf2.14-cuda11.8")
+
+
 @pytest.mark.parametrize("name, cc", [
     ("NVIDIA GeForce RTX 5090", "12.0"), ("NVIDIA B200", "10.0"),
 ])
@@ -38,36 +41,65 @@ def test_only_a_cudnn_9_7_plus_variant_serves_blackwell_and_only_with_a_warning(
     report = doctor.judge(host(name, cc), real_matrix)
     v = verdicts(report)
     cuda = [x for x in real_matrix.variants if x.family == "cuda"]
+    assert {x.id for x in cuda} == set(TF_CUDA) | {"jax0.10-cuda12.9", "torch2.15-cuda13.2"}
     for variant in cuda:
         check = v[variant.id]
-        if tuple(int(p) for p in variant.cudnn.split(".")[:2]) >= (9, 7):
+        if variant.backend == "jax":
+            # JAX's wheels carry sm_100/sm_120 SASS and cuDNN 9.24; the driver (575.57.08) is its wheels' own.
+            assert check.status == PASS, check
+            assert "native kernels in jax 0.10.2" in check.message and "sm_100" in check.message
+            assert "XLA cannot target it" not in check.message and "JIT" not in check.message
+        elif variant.backend == "torch":
+            # CUDA 13.2 loads only on R580: the driver check fails before any kernel is looked at.
+            assert check.status == FAIL, check
+            assert "older than 580.65.06, the minimum for CUDA 13.2" in check.message
+            assert check.fix == "upgrade the NVIDIA driver to >= 580.65.06"
+        elif tuple(int(p) for p in variant.cudnn.split(".")[:2]) >= (9, 7):
             assert check.status == WARN, check
             assert "JIT-compiles its compute_90 PTX" in check.message
             assert "XLA cannot target it" in check.message and "#111958" in check.message
             assert "jit_compile=False" in check.fix
+            assert "or use kerasenv:jax0.10-cuda12.9 (native kernels for it)" in check.fix
         else:
             assert check.status == FAIL, check
             assert f"cuDNN {variant.cudnn} has no Blackwell kernels" in check.message
-            assert check.fix == "use tf2.21-cuda12.9 (cuDNN >= 9.7)"
-    # Never a bare PASS: before this rule every CUDA variant, cuDNN 8.7 included, passed.
-    assert not any(v[x.id].status == PASS for x in cuda)
-    assert report.recommended == "tf2.21-cuda12.9" and report.gpu_usable
+            # The image with native kernels this driver runs, before any cuDNN >= 9.7 one.
+            assert check.fix == "use kerasenv:jax0.10-cuda12.9 (native kernels for it)"
+    # Never a bare PASS for a TF image: before this rule every CUDA variant, cuDNN 8.7 included, passed.
+    assert not any(v[i].status == PASS for i in TF_CUDA)
+    assert report.recommended == "jax0.10-cuda12.9" and report.gpu_usable
 
 
-@pytest.mark.parametrize("fixture_host, gpu_count", [("rtx5090-572", 1), ("b200-575", 8)])
-def test_recorded_blackwell_hosts_get_the_honest_verdicts(real_matrix, monkeypatch, fixture_host, gpu_count):
+def test_without_a_native_image_a_cudnn_8_variant_is_sent_to_a_cudnn_9_7_plus_one(real_matrix):
+    tf_only = dataclasses.replace(real_matrix, variants=tuple(x for x in real_matrix.variants
+                                                                if x.backend == "tensorflow"))
+    report = doctor.judge(host("NVIDIA GeForce RTX 5090", "12.0"), tf_only)
+    v = verdicts(report)
+    assert v["tf2.21-cuda12.9"].status == WARN and "kerasenv:" not in v["tf2.21-cuda12.9"].fix
+    for old in TF_CUDA[1:]:
+        assert v[old].status == FAIL and v[old].fix == "use tf2.21-cuda12.9 (cuDNN >= 9.7)"
+    assert report.recommended == "tf2.21-cuda12.9"
+
+
+@pytest.mark.parametrize("fixture_host, gpu_count, driver", [("rtx5090-572", 1, "572.70"), ("b200-575", 8, "575.57.08")])
+def test_recorded_blackwell_hosts_get_the_honest_verdicts(real_matrix, monkeypatch, fixture_host, gpu_count, driver):
     # Real public nvidia-smi tables (tests/fixtures/nvidia-smi/SOURCES.md), replayed.
     monkeypatch.setenv("KERASENV_FIXTURE_HOST", fixture_host)
     facts = doctor.HostFacts(nvidia=doctor.probe_nvidia(str(REPO / "tests" / "fixtures" / "fake-nvidia-smi")),
                              docker_runtimes=["nvidia", "runc"], rocm_devices={"/dev/kfd": False, "/dev/dri": False})
-    assert len(facts.nvidia.gpus) == gpu_count
+    assert len(facts.nvidia.gpus) == gpu_count and facts.nvidia.driver_version == driver
     assert all(blackwell.is_blackwell(g.compute_capability) for g in facts.nvidia.gpus)
     report = doctor.judge(facts, real_matrix)
     v = verdicts(report)
     assert v["tf2.21-cuda12.9"].status == WARN
     for old in ("tf2.20-cuda12.5", "tf2.17-cuda12.3", "tf2.15-cuda12.2", "tf2.14-cuda11.8"):
         assert v[old].status == FAIL and "no Blackwell kernels" in v[old].message
-    assert report.recommended == "tf2.21-cuda12.9"
+    jax = v["jax0.10-cuda12.9"]
+    assert jax.status == PASS and "native kernels in jax 0.10.2" in jax.message
+    torch = v["torch2.15-cuda13.2"]
+    assert torch.status == FAIL and f"driver {driver} is older than 580.65.06" in torch.message
+    assert "580.65.06" in torch.fix
+    assert report.recommended == "jax0.10-cuda12.9"
 
 
 def test_hopper_is_not_mistaken_for_blackwell(real_matrix):
@@ -97,7 +129,7 @@ def test_every_tool_draws_the_blackwell_line_at_the_same_place(cc, blackwell_gpu
     assert bool(bench_capabilities.xla_skipped(["off", "on"], "gpu", cc)) is blackwell_gpu
 
 
-# --- a matrix with native Blackwell kernels (the JAX and PyTorch variants being added) -----------
+# --- native Blackwell kernels: the JAX and PyTorch variants ------------------------------------
 # Their kernel targets as compatibility.md's table has them (jax-cuda12-plugin 0.10.2: the same
 # arch set as 0.12.0.1; torch 2.15.0), and as the probe read them from the wheels.
 JAX_KERNELS = KernelTargets("jax", "0.10.2", sass=("sm_50", "sm_60", "sm_70", "sm_80", "sm_90", "sm_100", "sm_101",
@@ -106,27 +138,16 @@ TORCH_KERNELS = KernelTargets("torch", "2.15.0", sass=("sm_75", "sm_80", "sm_86"
                                                        "sm_100a", "sm_103", "sm_120", "sm_120a", "sm_121a"), ptx=())
 
 
-@dataclasses.dataclass(frozen=True)
-class Cuda13Variant(Variant):
-    """A CUDA 13.2 variant: its wheels' own driver is R580 (tested_builds has no CUDA 13 stack yet)."""
-
-    @property
-    def min_driver_toolkit(self) -> str:
-        return "580.65.06"
-
-    @property
-    def min_driver_ptx(self) -> str:
-        return "580.65.06"
-
-
 def with_native_variants(matrix):
-    base = matrix.get("tf2.21-cuda12.9")
-    jax = dataclasses.replace(base, id="jax0.10-cuda12.9", recorded_kernels=JAX_KERNELS)
-    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
-    torch = Cuda13Variant(**{**fields, "id": "torch2.15-cuda13.2", "cuda": "13.2", "cudnn": "9.26.0.51",
-                             "recorded_kernels": TORCH_KERNELS})
+    """The matrix carries the JAX and PyTorch variants now: check they are the ones described
+    above (recorded targets, driver floors) rather than adding copies."""
+    jax, torch = matrix.get("jax0.10-cuda12.9"), matrix.get("torch2.15-cuda13.2")
+    assert (jax.kernel_targets.sass, jax.kernel_targets.ptx) == (JAX_KERNELS.sass, JAX_KERNELS.ptx)
+    assert (torch.kernel_targets.sass, torch.kernel_targets.ptx) == (TORCH_KERNELS.sass, TORCH_KERNELS.ptx)
     assert torch.min_driver == "580.65.06"  # CUDA 13's minor-version compatibility floor
-    return dataclasses.replace(matrix, variants=matrix.variants + (jax, torch))
+    # Its wheels' own driver is R580 too, and without PTX there is nothing to JIT on an older one.
+    assert torch.min_driver_ptx == torch.min_driver_toolkit == "580.65.06"
+    return matrix
 
 
 def replayed(fixture_host, monkeypatch) -> doctor.HostFacts:
@@ -179,3 +200,11 @@ def test_the_ptx_jit_driver_floor_still_fails_a_ptx_only_variant():
                              base_image="debian:bookworm-slim", cuda="12.5", cudnn="9.7.0.66", nccl="2.27.7")
     found = blackwell.verdict(matrix_variant, "NVIDIA B200", "10.0", "550.54.14", [matrix_variant], "x")
     assert found.status == "FAIL" and "needs driver >= 555.42.06, this host has 550.54.14" in found.message
+
+
+def test_an_unrecorded_jax_variant_is_not_checked_rather_than_failed(real_matrix):
+    # No published kernel list for JAX here: without kernel-targets.json nothing is known.
+    unrecorded = dataclasses.replace(real_matrix.get("jax0.10-cuda12.9"), recorded_kernels=None)
+    found = blackwell.verdict(unrecorded, "NVIDIA B200", "10.0", "575.57.08", [unrecorded], "tf2.21-cuda12.9")
+    assert found.status == "WARN" and "kernel support not checked" in found.message
+    assert "kerasenv kernel-targets jax0.10-cuda12.9 --write" in found.fix

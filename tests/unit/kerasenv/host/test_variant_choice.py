@@ -81,3 +81,18 @@ def test_auto_is_doctors_recommendation_with_its_reason(facts, expected, monkeyp
     assert asked == [client]  # doctor asks the client the command will run with
     assert v.id == getattr(real_matrix, expected)
     assert reason == doctor.judge(facts, real_matrix).reason
+
+
+@pytest.mark.parametrize("scenario, expected", [
+    # Blackwell below R580: the JAX image has native kernels there (TF's only PTX, PyTorch's CUDA 13.2 needs 580).
+    ("rtx5090-572", "jax0.10-cuda12.9"), ("b200-575", "jax0.10-cuda12.9"),
+    # Ampere on 535: every CUDA 12 image passes, so the default GPU image.
+    ("a100-535", "tf2.21-cuda12.9"),
+])
+def test_auto_follows_doctors_pick_on_recorded_hosts(scenario, expected, monkeypatch, real_matrix):
+    facts = doctor.HostFacts(nvidia=recorded_host(monkeypatch, scenario),
+                             docker_gpus=docker_gpus.Answer(True, "Docker started a container"))
+    monkeypatch.setattr(doctor, "gather", lambda factory: facts)
+    v, reason = variants.recommended(real_matrix, object())
+    assert v.id == expected == doctor.judge(facts, real_matrix).recommended
+    assert reason == "a usable NVIDIA GPU and the container toolkit"
