@@ -94,7 +94,7 @@ lab-up: compose-plugin ## compose: the `lab` service over ./ (KERASENV_JUPYTER_I
 	  $(compose_env) JUPYTER_TOKEN=$$token $(compose) --profile lab up -d lab \
 	  && echo "JupyterLab: http://127.0.0.1:$(JUPYTER_PORT)/lab?token=$$token  (make down stops it)"
 
-verify-gpu: venv ## doctor plus nvidia-smi -L and the TensorFlow GPU probe inside VARIANT=
+verify-gpu: venv ## doctor plus nvidia-smi -L and the backend's GPU probe (TF, JAX or PyTorch) inside VARIANT=
 	$(KERASENV) doctor --require-gpu --container $(VARIANT) --gpus '$(GPUS)'
 
 bench-container: venv ## measure smoke throughput in the container vs a host venv (same lock; BENCH_ARGS=--dry-run checks it)
