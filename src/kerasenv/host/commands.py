@@ -17,6 +17,9 @@ def register(subparsers) -> None:
                    help="also run nvidia-smi -L and the backend's GPU probe (TensorFlow, JAX or PyTorch) inside this image")
     s.add_argument("--gpus", default="all", help="GPU request for --container (default: all)")
     s.set_defaults(handler=_cmd_doctor)
+    from . import gpu_host_check
+
+    gpu_host_check.register(subparsers)
 
 
 def _cmd_doctor(args, matrix: Matrix) -> int:

@@ -116,6 +116,20 @@ def dlopen(soname: str) -> dict:
     return {"ok": True, "path": loaded_path(handle)}
 
 
+def dlopen_or_wheel(soname: str, site: str | None) -> dict:
+    """By soname; failing that, by path from the pip wheels' lib dirs (nvidia/*/lib,
+    nvidia/cu13/lib), as JAX's plugin and torch's _preload_cuda_deps do on a host venv, where
+    no ld.so.conf entry names those dirs. `how` says which way it loaded."""
+    result = dlopen(soname)
+    if result["ok"] or not site:
+        return {**result, "how": "soname"} if result["ok"] else result
+    for path in sorted(glob.glob(os.path.join(site, "nvidia", "**", soname), recursive=True)):
+        by_path = dlopen(path)
+        if by_path["ok"]:
+            return {**by_path, "how": "path"}
+    return result
+
+
 def _capture_stderr():
     """Point fd 2 at a temp file (TF's C++ logging writes there); return (restore, read)."""
     sys.stderr.flush()

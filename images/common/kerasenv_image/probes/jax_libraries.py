@@ -20,6 +20,7 @@ XLA uses, compiling a kernel for the lowest target and sm_100a / sm_120a.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import os
 import sys
@@ -103,7 +104,10 @@ def check(targets: list[str] | None = None) -> dict:
         preloaded = gpu_libraries.mapped_libraries()
         result["preloaded_by_plugin"] = dict(sorted((n, p) for n, p in preloaded.items() if "/nvidia/" in p))
         groups = expected(major or "12")
-        result["libraries"] = {g: {name: gpu_libraries.dlopen(name) for name in names} for g, names in groups.items()}
+        spec = importlib.util.find_spec("jax")
+        site = os.path.dirname(os.path.dirname(spec.origin)) if spec and spec.origin else None
+        result["libraries"] = {g: {name: gpu_libraries.dlopen_or_wheel(name, site) for name in names}
+                               for g, names in groups.items()}
         result["versions"] = versions(major) if major else {}
         try:
             import jax
@@ -122,8 +126,8 @@ def check(targets: list[str] | None = None) -> dict:
     finally:
         log = restore()
     result["plugin_error"] = plugin_error(log)
-    site = os.path.dirname(os.path.dirname(importlib.util.find_spec("jax").origin)) if \
-        importlib.util.find_spec("jax") else None
+    spec = importlib.util.find_spec("jax")
+    site = os.path.dirname(os.path.dirname(spec.origin)) if spec and spec.origin else None
     result["ptxas"] = ptxas.check(ptxas.xla_ptxas(site=site), targets)
     result["gpu"] = any(d.startswith(("cuda", "gpu")) for d in result.get("devices", []))
     result["failed"] = summarize(result)

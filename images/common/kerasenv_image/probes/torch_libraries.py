@@ -98,7 +98,7 @@ def check(targets: list[str] | None = None) -> dict:
             cuda_major = (torch.version.cuda or "").split(".")[0]
             cudnn_major = str(result.get("cudnn_version") or "9")[:1]
             groups = expected(cuda_major, cudnn_major, nvidia_lib_files(site)) if cuda_major else {}
-            result["libraries"] = {g: {name: gpu_libraries.dlopen(name) for name in names}
+            result["libraries"] = {g: {name: gpu_libraries.dlopen_or_wheel(name, site) for name in names}
                                    for g, names in groups.items()}
             result["cuda_major"] = cuda_major
     finally:
