@@ -31,7 +31,7 @@ compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(T
 smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE)) $(if $(filter 1 yes true,$(VERBOSE)),--verbose) $(if $(filter 1 yes true,$(PROFILE)),--profile)
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 
-.PHONY: bench-profile shell lab lab-up build-jupyter sbom push pull multiworker train-multiworker bench-multiworker compose-plugin up tensorboard down test-acceptance test-acceptance-all test-image test-images doctor smoke smoke-gpu smoke-cpu run run-gpu run-cpu verify-gpu bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
+.PHONY: bench-profile shell lab lab-up build-jupyter sbom push pull multiworker train-multiworker bench-multiworker compose-plugin up tensorboard down test-acceptance test-acceptance-all test-image test-images doctor smoke smoke-gpu smoke-cpu run run-gpu run-cpu verify-gpu gpu-host-check bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
@@ -94,8 +94,11 @@ lab-up: compose-plugin ## compose: the `lab` service over ./ (KERASENV_JUPYTER_I
 	  $(compose_env) JUPYTER_TOKEN=$$token $(compose) --profile lab up -d lab \
 	  && echo "JupyterLab: http://127.0.0.1:$(JUPYTER_PORT)/lab?token=$$token  (make down stops it)"
 
-verify-gpu: venv ## doctor plus nvidia-smi -L and the TensorFlow GPU probe inside VARIANT=
+verify-gpu: venv ## doctor plus nvidia-smi -L and the backend's GPU probe (TF, JAX or PyTorch) inside VARIANT=
 	$(KERASENV) doctor --require-gpu --container $(VARIANT) --gpus '$(GPUS)'
+
+gpu-host-check: venv ## pack the check for a GPU machine with JAX/PyTorch and no Docker into PACK= (default build/gpu-host-check); OUT= also runs it here (GPU_HOST_CHECK_ARGS=--no-require-gpu)
+	$(KERASENV) gpu-host-check --pack $(or $(PACK),build/gpu-host-check) $(if $(OUT),--out $(OUT)) $(GPU_HOST_CHECK_ARGS)
 
 bench-container: venv ## measure smoke throughput in the container vs a host venv (same lock; BENCH_ARGS=--dry-run checks it)
 	$(VENV)/bin/python scripts/bench_container_vs_host.py --variant $(CPU_VARIANT) $(BENCH_ARGS)

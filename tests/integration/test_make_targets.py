@@ -56,6 +56,7 @@ TARGETS = {
     "lab-up": "real: the compose lab service comes up (own project name, free port), then make down",
     "verify-gpu": "refusal without a GPU: VARIANT=tf2.21-cpu's container probe finds none, exit 3 "
                   "(real run on a GPU host)",
+    "gpu-host-check": "real, PACK= a temporary folder: the pack is written (pip download) and its size printed",
     "bench-container": "real, BENCH_ARGS=--dry-run: the lock, the image and the host's smoke launcher are "
                        "checked, the commands of a round printed (no host TensorFlow install)",
     "push": "refusal: no REGISTRY= exits 2 with the hint",
@@ -284,6 +285,14 @@ def test_size_tables_the_built_images(cpu_image, target):
     assert proc.returncode == 0, ran(proc)
     assert re.search(r"^image\s+total\s+budget\s", proc.stdout, re.M), ran(proc)
     assert re.search(rf"^{re.escape(cpu_image)}\s+\d+\.\d\dG\s", proc.stdout, re.M), ran(proc)
+
+
+@covers("gpu-host-check")
+def test_gpu_host_check_packs_into_the_folder_given(tmp_path):
+    proc = make("gpu-host-check", f"PACK={tmp_path / 'pack'}")
+    assert proc.returncode == 0, ran(proc)
+    assert re.search(r"packed .*pack \(\d+\.\d MiB, Keras 3\.", proc.stderr), ran(proc)
+    assert (tmp_path / "pack" / "run.py").is_file()
 
 
 @covers("base-offline")

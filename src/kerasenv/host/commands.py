@@ -13,9 +13,13 @@ def register(subparsers) -> None:
     s = subparsers.add_parser("doctor", help="host preflight and a verdict for every variant (works without a GPU)")
     s.add_argument("--json", action="store_true", help="machine-readable report")
     s.add_argument("--require-gpu", action="store_true", help="exit 3 when no GPU variant can run here")
-    s.add_argument("--container", metavar="ID", help="also run nvidia-smi -L and a TF GPU probe inside this image")
+    s.add_argument("--container", metavar="ID",
+                   help="also run nvidia-smi -L and the backend's GPU probe (TensorFlow, JAX or PyTorch) inside this image")
     s.add_argument("--gpus", default="all", help="GPU request for --container (default: all)")
     s.set_defaults(handler=_cmd_doctor)
+    from . import gpu_host_check
+
+    gpu_host_check.register(subparsers)
 
 
 def _cmd_doctor(args, matrix: Matrix) -> int:

@@ -1,9 +1,12 @@
 """`kerasenv doctor --container ID`: what the image itself sees, with the GPU flags.
 
-Inside the image: nvidia-smi -L, TensorFlow's GPU list and, in CUDA images, TensorFlow's
-own GPU-library check: the image's own probe, `python -m kerasenv_image.probes.gpu_libraries`.
+Inside the image: nvidia-smi -L, the backend's GPU list and, in CUDA images, the backend's
+own GPU-library check: the image's own probe, `python -m kerasenv_image.probes.gpu_libraries`
+(TensorFlow: TryDlopenCUDALibraries(); JAX: what its CUDA plugin loads, and ptxas for
+sm_100a/sm_120a; PyTorch: what `import torch` maps and opens later, and Triton's ptxas).
 That check needs no GPU, so when Docker cannot give one it still runs, in a container
-without GPUs.
+without GPUs. Lines are named after the backend: tf_gpus / tf_gpu_libraries,
+jax_gpus / jax_gpu_libraries, torch_gpus / torch_gpu_libraries.
 """
 
 from __future__ import annotations
@@ -17,13 +20,26 @@ from ..errors import KerasenvError
 from ..matrix.schema import Variant
 
 
+PREFIX = {"tensorflow": "tf", "jax": "jax", "torch": "torch"}
+
+
+def keys(v: Variant) -> tuple[str, str]:
+    """The report's line names for this image's backend: ('tf_gpus', 'tf_gpu_libraries'), ..."""
+    prefix = PREFIX.get(getattr(v, "backend", "tensorflow"), "tf")
+    return f"{prefix}_gpus", f"{prefix}_gpu_libraries"
+
+
 def probe(v: Variant, gpus: str) -> dict:
-    """The probe's findings (nvidia_smi_l, tf_gpus, for CUDA tf_gpu_libraries) and a
-    PASS/FAIL `status` for each of them."""
+    """The probe's findings (nvidia_smi_l, <backend>_gpus, for CUDA <backend>_gpu_libraries)
+    and a PASS/FAIL `status` for each of them."""
     from ..engine import docker_client
 
     client = docker_client.client()
-    library_check = [v.interpreter, "-m", gpu_libraries.__name__]
+    gpus_key, libraries_key = keys(v)
+    backend = getattr(v, "backend", "tensorflow")
+    # TF images built before the backend field ignore --backend; naming it keeps `env -i` safe.
+    library_check = [v.interpreter, "-m", gpu_libraries.__name__] + \
+        (["--backend", backend] if backend != "tensorflow" else [])
     command = library_check + (["--devices"] if v.family == "cuda" else ["--devices-only"])
     started = True
     try:
@@ -34,13 +50,17 @@ def probe(v: Variant, gpus: str) -> dict:
         if v.family == "cuda":
             try:
                 libraries = probe_json(client, v, library_check, "none")
-                data.update({k: libraries[k] for k in ("failed", "later") if k in libraries})
+                data.update({k: libraries[k] for k in ("failed", "later", "libraries", "ptxas", "backend")
+                             if k in libraries})
             except KerasenvError:
                 pass
+    if gpus_key != "tf_gpus":
+        data[gpus_key] = data.pop("gpus", None) or data.get("tf_gpus") or []
+        data.pop("tf_gpus", None)
     data["status"] = {"nvidia_smi_l": "PASS" if started and data.get("nvidia_smi_l") else "FAIL",
-                      "tf_gpus": "PASS" if started and data.get("tf_gpus") else "FAIL"}
+                      gpus_key: "PASS" if started and data.get(gpus_key) else "FAIL"}
     if v.family == "cuda":
-        data["tf_gpu_libraries"], data["status"]["tf_gpu_libraries"] = gpu_library_verdict(data, v)
+        data[libraries_key], data["status"][libraries_key] = gpu_library_verdict(data, v)
     return data
 
 
@@ -71,13 +91,28 @@ def parse_output(stdout: str, exit_code: int, stderr: str = "") -> dict:
 
 
 def gpu_library_verdict(data: dict, v: Variant) -> tuple[str, str]:
-    """One line for TensorFlow's own GPU-library check, with its fix when it failed."""
+    """One line for the backend's own GPU-library check, with its fix when it failed."""
     failed = data.get("failed")
     if failed is None:
         return "not checked: the probe printed no result", "FAIL"
+    backend = getattr(v, "backend", "tensorflow")
+    if not failed and backend != "tensorflow":
+        targets = ", ".join(_ptxas_targets(data.get("ptxas") or {}))
+        what = ("JAX's CUDA plugin libraries load (cudart, cuBLAS(Lt), cuDNN 9 + sub-libraries, cuSOLVER, "
+                "cuSPARSE, cuFFT, NCCL, nvJitLink, NVRTC, CUPTI); XLA's ptxas compiles for " if backend == "jax" else
+                "import torch maps its CUDA libraries; NVRTC, CUPTI and cuDNN's sub-libraries load; "
+                "Triton's ptxas compiles for ")
+        return what + (targets or "nothing checked"), "PASS"
     if not failed:
         return ("TryDlopenCUDALibraries() OK; cuDNN sub-libraries, NVRTC, NCCL, CUPTI load"
                 f"{', nvJitLink' if 'nvjitlink' in data.get('later', {}) else ''}"), "PASS"
     return (f"{'; '.join(failed[:3])}{' ...' if len(failed) > 3 else ''} -- fix: rebuild the image "
             f"(`make build VARIANT={v.id}`); an image built by an older kerasenv lacks "
             "/etc/ld.so.conf.d/kerasenv-cuda-wheels.conf"), "FAIL"
+
+
+def _ptxas_targets(ptxas: dict) -> list[str]:
+    """The architectures a ptxas result (one, or Triton's several by name) compiled for."""
+    results = [ptxas] if "targets" in ptxas else list(ptxas.values())
+    return list(dict.fromkeys(arch for r in results if isinstance(r, dict)
+                              for arch, t in r.get("targets", {}).items() if t.get("ok")))

@@ -103,3 +103,46 @@ def test_the_probe_is_the_images_own_module_run_by_the_images_python(monkeypatch
     v = real_matrix.get(real_matrix.default_gpu)
     container_probe.probe(v, "all")
     assert commands == [[v.interpreter, "-m", "kerasenv_image.probes.gpu_libraries", "--devices"]]
+
+
+JAX_OK = {"backend": "jax", "nvidia_smi_l": "GPU 0: NVIDIA H200", "gpus": ["cuda:0"], "tf_gpus": ["cuda:0"],
+          "failed": [], "libraries": {}, "ptxas": {"targets": {"sm_50": {"ok": True}, "sm_100a": {"ok": True},
+                                                                "sm_120a": {"ok": True}}}}
+
+
+def test_a_jax_image_runs_its_backends_check_and_its_lines_are_named_after_jax(monkeypatch, real_matrix):
+    v = real_matrix.get("jax0.10-cuda12.9")
+    commands = []
+
+    def probe_json(client, variant, command, gpus):
+        commands.append(command)
+        return dict(JAX_OK)
+
+    monkeypatch.setattr(docker_client, "client", lambda: object())
+    monkeypatch.setattr(container_probe, "probe_json", probe_json)
+    data = container_probe.probe(v, "all")
+    assert commands == [[v.interpreter, "-m", "kerasenv_image.probes.gpu_libraries", "--backend", "jax", "--devices"]]
+    assert data["status"] == {"nvidia_smi_l": "PASS", "jax_gpus": "PASS", "jax_gpu_libraries": "PASS"}
+    assert data["jax_gpu_libraries"].endswith("XLA's ptxas compiles for sm_50, sm_100a, sm_120a")
+    assert "tf_gpus" not in data
+
+
+def test_a_torch_image_that_cannot_load_cudnn_fails_its_line_naming_the_library(monkeypatch, real_matrix):
+    v = real_matrix.get("torch2.15-cuda13.2")
+
+    def answer(command, gpus):
+        if gpus != "none":
+            raise KerasenvError("Docker cannot give GPUs to containers here (--gpus all)")
+        return {"backend": "torch", "failed": ["import torch failed: libcudnn.so.9"]}
+
+    _probe(monkeypatch, answer)
+    data = container_probe.probe(v, "all")
+    assert data["status"] == {"nvidia_smi_l": "FAIL", "torch_gpus": "FAIL", "torch_gpu_libraries": "FAIL"}
+    assert "libcudnn.so.9" in data["torch_gpu_libraries"] and "\n" not in data["torch_gpu_libraries"]
+
+
+def test_ptxas_targets_reads_one_ptxas_or_tritons_several():
+    one = {"targets": {"sm_75": {"ok": True}, "sm_120a": {"ok": False}}}
+    assert container_probe._ptxas_targets(one) == ["sm_75"]
+    assert container_probe._ptxas_targets({"ptxas": one, "ptxas-blackwell": {"targets": {"sm_120a": {"ok": True}}}}) \
+        == ["sm_75", "sm_120a"]
