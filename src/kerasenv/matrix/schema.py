@@ -195,8 +195,16 @@ class Variant:
 
     @property
     def compute_capabilities(self) -> tuple[str, ...]:
+        """The targets the framework says it was built for: TF's published list (what
+        tf.sysconfig.get_build_info() reports). JAX and PyTorch publish none per release, so
+        theirs are the recorded ones, read from the binaries (kernel_targets)."""
+        if self.family != "cuda":
+            return ()
         release = self.tf_release
-        return release.compute_capabilities if (release and self.family == "cuda") else ()
+        if release is not None:
+            return release.compute_capabilities
+        kernels = self.recorded_kernels
+        return kernels.all if kernels else ()
 
     @property
     def kernel_targets(self) -> kernel_targets_record.KernelTargets | None:
