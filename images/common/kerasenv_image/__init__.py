@@ -5,6 +5,8 @@
   memory per epoch as TensorBoard scalars, for the smoke training and for your own fit().
 - kerasenv_image.gpu_sampler: the nvidia-smi sampler and its steady-state window (also
   `kerasenv bench`'s, on the host); kerasenv_image.gpu_verdict: what the numbers mean.
+- kerasenv_image.backends: what differs per Keras backend (KERAS_BACKEND: tensorflow, jax,
+  torch), behind one seam; kerasenv_image.tb_writer: TensorBoard scalars without TensorFlow.
 - kerasenv_image.profiling: which steps to profile (Keras' TensorBoard profile_batch=),
   their wall time, and the input pipeline's wait read from the profile (the smoke's --profile).
 
@@ -12,7 +14,7 @@ images/ is the single build context of every image (`docker build -f images/<id>
 images`), so no variant folder carries a copy of this code.
 
 Importing the package imports nothing heavy: `GpuMonitor` is resolved on first use (then
-TensorFlow is imported to pick its Keras).
+the backend's Keras is imported: TensorFlow's on the TensorFlow images).
 """
 
 __all__ = ["GpuMonitor"]

@@ -304,3 +304,18 @@ def test_the_smoke_report_and_summary_carry_the_gpu_verdict(monkeypatch, tmp_pat
     assert cpu == {"sampled": False, "reason": "training on the CPU: no GPU to sample"}
     smoke_report_mod.summary(smoke_report(cpu))
     assert "GPU busy" not in capsys.readouterr().err and "sampled" not in err
+
+
+def test_the_peak_memory_reader_and_its_scalar_follow_the_backend(monkeypatch):
+    assert gpu_monitor.framework_memory("tensorflow").scalar_name == "tf_peak_memory_mib"
+    assert gpu_monitor.framework_memory("jax").scalar_name == "jax_peak_memory_mib"
+    assert gpu_monitor.framework_memory("torch").scalar_name == "torch_peak_memory_mib"
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    assert isinstance(gpu_monitor.framework_memory(), gpu_monitor.TorchMemory)
+    assert gpu_monitor.TorchMemory().peak_mib(0) is None  # no torch here: no figure, no crash
+
+
+def test_jax_and_torch_gpu_ids_map_to_nvidia_smi_indexes():
+    assert gpu_monitor.smi_indexes_of_ordinals([0, 1], {"CUDA_VISIBLE_DEVICES": "2,3"}) == [2, 3]
+    assert gpu_monitor.smi_indexes_of_ordinals([0], {}) == [0]
+    assert gpu_monitor.smi_indexes_of_ordinals([], {}) is None

@@ -142,3 +142,13 @@ def test_a_mean_of_few_samples_says_so():
     v = gpu_verdict.verdict(epochs, memory_total_mib=None)
     assert v["samples"] == 1
     assert v["line"].startswith("GPU busy 60 % (from only 1 sample: longer epochs give a firmer figure): the GPU idles")
+
+
+def test_the_framework_peak_of_jax_or_torch_is_the_memory_figure():
+    epochs = constructed(90, used=80000, total=81920.0)
+    for epoch in epochs:
+        for gpu in epoch["gpus"]:
+            del gpu["tf_peak_memory_mib"]
+            gpu["jax_peak_memory_mib"] = 40960.0
+    v = gpu_verdict.verdict(epochs, memory_total_mib=81920)
+    assert (v["peak_memory_mib"], v["memory_source"], v["memory_status"]) == (40960.0, "jax-peak", "ok")

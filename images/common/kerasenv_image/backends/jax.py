@@ -133,8 +133,6 @@ def build_info(jax) -> dict:
                 info[key] = fmt(getattr(cuda_versions, function)())
             except Exception:  # noqa: BLE001 - a plugin without that query
                 info[key] = None
-    if _PLUGIN_ERRORS.messages:
-        info["plugin_error"] = _PLUGIN_ERRORS.messages[0].splitlines()[-1][:300]
     return info
 
 
@@ -162,6 +160,8 @@ def configure_gpus(jax, args, report: dict) -> list:
     report["gpu_config"] = {"memory_growth": bool(gpus) and not preallocate and not args.memory_limit,
                             "memory_limit_mb": args.memory_limit or None,
                             "visible_gpus": args.visible_gpu_indexes or None}
+    if _PLUGIN_ERRORS.messages:  # why JAX fell back to the CPU, e.g. "cuInit(0) failed"
+        report["gpu_config"]["cuda_plugin_error"] = _PLUGIN_ERRORS.messages[0].splitlines()[-1][:300]
     if args.logical_cpus > 1 and not gpus:
         report["gpu_config"]["logical_cpus"] = len(jax.devices("cpu"))
     return gpus
@@ -243,6 +243,12 @@ def profile_report(window, steps, tensorboard_dir: str, callbacks: list) -> dict
     hooks = [c for c in callbacks if hasattr(c, "_start")]
     if report is not None and hooks and hooks[0].error:
         report["line"] = hooks[0].error
+    elif report is not None and report.get("input_wait_fraction") is None and report.get("get_next_calls") is None \
+            and report.get("xplane") and report.get("step_ms") is not None and "analysis failed" not in report["line"]:
+        # The analysis measures the wait of tf.data's Iterator::Root; Keras on JAX feeds
+        # numpy batches from a PyDataset, so there is no such op to read.
+        report["line"] = ("input wait not measured on JAX: XProf's input-pipeline analysis reads tf.data's "
+                          "iterator, and Keras on JAX feeds numpy batches (the trace viewer still shows the steps)")
     return report
 
 

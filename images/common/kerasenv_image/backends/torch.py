@@ -132,6 +132,13 @@ def make_dataset(torch, keras, images, labels, global_batch: int, seed: int, ste
 
 def jit_compile(choice: str, keras, gpus: list[dict]):
     if choice == "on":
+        import shutil
+
+        if not (shutil.which("cc") or shutil.which("gcc")):
+            raise SmokeFailure(EXIT_USAGE, "jit-compile",
+                               "--jit-compile on: on PyTorch that is torch.compile, which needs a C compiler "
+                               "(Inductor, Triton's launcher), and this image has none",
+                               "use --jit-compile auto or off (KERASENV_JIT_COMPILE)")
         return True, "on", None
     reason = ("off: Keras on PyTorch compiles only through torch.compile, which needs a C compiler and Triton "
               "at run time; pass --jit-compile on to try it") if choice == "auto" else None

@@ -92,9 +92,14 @@ def choose_precisions(requested: list[str] | str, device: str, compute_capabilit
 
 # On Blackwell XLA aborts the whole process (kerasenv_image.blackwell says why), which would
 # lose every row measured so far: its XLA rows are skipped with the reason.
-def xla_skipped(jit_list: list[str], device: str, compute_capability: str | None) -> dict[str, str]:
-    """{"on": why} when XLA cannot run on this GPU, else {}."""
-    if device != "gpu" or "on" not in jit_list or not compute_capability:
+def xla_skipped(jit_list: list[str], device: str, compute_capability: str | None,
+                backend: str = "tensorflow", c_compiler: str | None = None) -> dict[str, str]:
+    """{"on": why} when XLA cannot run on this GPU, else {}. The Blackwell rule is
+    TensorFlow's XLA; JAX's XLA emits PTX for Blackwell, and PyTorch's jit is torch.compile."""
+    if backend == "torch" and "on" in jit_list and not c_compiler:
+        return {"on": "jit on PyTorch is torch.compile, which needs a C compiler (for Inductor's CPU code and "
+                      "Triton's launcher), and this image has none"}
+    if backend != "tensorflow" or device != "gpu" or "on" not in jit_list or not compute_capability:
         return {}
     if is_blackwell(compute_capability):
         return {"on": f"compute capability {compute_capability} is Blackwell: this TensorFlow's XLA cannot "

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import signal
 import sys
 import time
 
 from .args import parse_args
 from .capabilities import choose_precisions, cpu_bf16_flags, read_cpuinfo, xla_skipped
-from .measure import MODEL_INFO, POLICY, failure_reason, import_stack, measure
-from .protocol import EXIT_NO_GPU, EXIT_OK, RESULT_PREFIX, SCHEMA
+from .. import backends
+from .measure import MODEL_INFO, POLICY, failure_reason, measure
+from .protocol import EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, RESULT_PREFIX, SCHEMA
 
 
 class Interrupted(Exception):
@@ -25,14 +27,13 @@ def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
-def device_info(tf, device: str) -> dict:
+def device_info(backend, fw, device: str, gpus: list) -> dict:
+    name = backend.bench_device_name(device)
+    # tf_device: the key the host has always read on TensorFlow; framework_device on every backend.
+    named = {"tf_device": name} if backend.NAME == "tensorflow" else {}
     if device == "cpu":
-        return {"kind": "cpu", "name": platform.processor() or cpu_model(), "tf_device": "/CPU:0"}
-    gpu = tf.config.list_physical_devices("GPU")[0]
-    details = tf.config.experimental.get_device_details(gpu)
-    cc = details.get("compute_capability")
-    return {"kind": "gpu", "name": details.get("device_name"), "tf_device": "/GPU:0",
-            "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None}
+        return {"kind": "cpu", "name": platform.processor() or cpu_model(), **named, "framework_device": name}
+    return {"kind": "gpu", **backend.bench_gpu_details(fw, gpus), **named, "framework_device": name}
 
 
 def cpu_model() -> str | None:
@@ -56,16 +57,22 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    log("importing TensorFlow")
-    tf, keras = import_stack()
+    try:
+        backend = backends.current()
+    except backends.UnknownBackend as exc:
+        log(f"error: {exc}")
+        return EXIT_USAGE
+    if backend.NAME == "jax":
+        # JAX would take 75 % of the GPU at start-up: allocate per configuration, as TF's memory growth.
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    log(f"importing {backend.DISPLAY}")
+    fw, keras = backend.import_stack()
     import numpy as np
 
-    gpus = tf.config.list_physical_devices("GPU")
-    for gpu in gpus:
-        tf.config.experimental.set_memory_growth(gpu, True)  # an OOM is per configuration, not up front
+    gpus = backend.bench_gpus(fw)  # TensorFlow: memory growth on, an OOM is per configuration
     device = args.device if args.device != "auto" else ("gpu" if gpus else "cpu")
     out = {"schema": SCHEMA, "kind": "kerasenv-bench-container",
-           "versions": {"tensorflow": tf.__version__,
+           "versions": {**backend.versions(fw, keras), "backend": backend.NAME,
                         # tf.keras 2 has no __version__: the `keras` distribution it is
                         "keras": getattr(keras, "__version__", None) or __import__("importlib.metadata").metadata.version("keras"),
                         "python": platform.python_version(), "numpy": np.__version__},
@@ -79,18 +86,19 @@ def main(argv=None) -> int:
                         "optimizer": "Adam(1e-3)", "loss": "sparse_categorical_crossentropy"},
            "results": []}
     if device == "gpu" and not gpus:
-        out["error"] = "--device gpu: TensorFlow sees no GPU in this container"
+        out["error"] = f"--device gpu: {backend.DISPLAY} sees no GPU in this container"
         print(RESULT_PREFIX + json.dumps(out), flush=True)
         log(out["error"])
         return EXIT_NO_GPU
-    out["device"] = device_info(tf, device)
+    out["device"] = device_info(backend, fw, device, gpus)
     precisions, skipped = choose_precisions(args.precision_list, device, out["device"].get("compute_capability"),
                                             cpu_bf16=cpu_bf16_flags(read_cpuinfo()) if device == "cpu" else None)
     out["settings"]["precisions"] = precisions
     out["settings"]["precisions_skipped"] = skipped
     for p, reason in skipped.items():
         log(f"precision {p} skipped: {reason}")
-    jit_skipped = xla_skipped(args.jit_list, device, out["device"].get("compute_capability"))
+    jit_skipped = xla_skipped(args.jit_list, device, out["device"].get("compute_capability"), backend.NAME,
+                              c_compiler=shutil.which("cc") or shutil.which("gcc"))
     out["settings"]["jit_skipped"] = jit_skipped
     for jit, reason in jit_skipped.items():
         log(f"jit {jit} skipped: {reason}")
@@ -102,13 +110,13 @@ def main(argv=None) -> int:
                     for batch_size in args.batch_list:
                         label = f"{device} {model_name} batch {batch_size} jit {jit} precision {precision}"
                         try:
-                            record = measure(tf, keras, np, args, model_name, batch_size, jit, precision, device)
+                            record = measure(backend, fw, keras, np, args, model_name, batch_size, jit, precision, device)
                             log(f"{label}: {record['samples_per_second']:.0f} samples/s, first step "
                                 f"{record['time_to_first_step_s']:.2f} s ({record['timed_steps']} timed steps)")
                         except Interrupted:
                             raise
                         except Exception as exc:  # noqa: BLE001 - one failed configuration is a result
-                            kind, reason = failure_reason(tf, exc)
+                            kind, reason = failure_reason(backend, fw, exc)
                             record = {"model": model_name, "batch_size": batch_size, "jit": jit,
                                       "precision": precision, "policy": POLICY[precision], "status": "failed",
                                       "failure": kind, "reason": reason}

@@ -1,5 +1,6 @@
-"""The models and the timed training of one configuration. TensorFlow is imported only by
-import_stack(), when the bench runs, so the pure parts are tested without it."""
+"""The models and the timed training of one configuration. The framework (KERAS_BACKEND:
+kerasenv_image.backends) is imported only when the bench runs, so the pure parts are tested
+without it."""
 
 from __future__ import annotations
 
@@ -17,13 +18,10 @@ MODEL_INFO = {
 
 
 def import_stack():
-    import tensorflow as tf
+    """TensorFlow and its Keras (the bench's TensorFlow backend: backends.tensorflow)."""
+    from ..backends import tensorflow
 
-    if tuple(int(p) for p in tf.__version__.split(".")[:2]) >= (2, 16):
-        import keras  # Keras 3
-    else:
-        keras = tf.keras  # Keras 2 on TF 2.14/2.15
-    return tf, keras
+    return tensorflow.import_stack()
 
 
 def build_model(keras, name: str):
@@ -99,7 +97,8 @@ def step_clock(keras, total_steps_cap: int, min_timed: int, warmup: int, time_bo
     return Clock()
 
 
-def measure(tf, keras, np, args, model_name: str, batch_size: int, jit: str, precision: str, device: str) -> dict:
+def measure(backend, fw, keras, np, args, model_name: str, batch_size: int, jit: str, precision: str,
+            device: str) -> dict:
     record = {"model": model_name, "batch_size": batch_size, "jit": jit, "precision": precision,
               "policy": POLICY[precision]}
     keras.backend.clear_session()
@@ -108,11 +107,10 @@ def measure(tf, keras, np, args, model_name: str, batch_size: int, jit: str, pre
     keras.utils.set_random_seed(args.seed)
     x, y = synthetic_batch(np, model_name, batch_size, args.seed)
     total_cap = 1 + args.warmup_steps + args.max_steps
-    dataset = tf.data.Dataset.from_tensors((x, y)).repeat()
+    dataset = backend.bench_batches(fw, keras, x, y, total_cap)
     clock = step_clock(keras, total_cap, args.min_steps, args.warmup_steps, args.time_box)
-    tf_device = "/GPU:0" if device == "gpu" else "/CPU:0"
     started = time.perf_counter()
-    with tf.device(tf_device):
+    with backend.bench_device_scope(fw, keras, device):
         model = build_model(keras, model_name)
         model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3),
                       loss="sparse_categorical_crossentropy", jit_compile=(jit == "on"))
@@ -127,8 +125,8 @@ def measure(tf, keras, np, args, model_name: str, batch_size: int, jit: str, pre
     return record
 
 
-def failure_reason(tf, exc: BaseException) -> tuple[str, str]:
+def failure_reason(backend, fw, exc: BaseException) -> tuple[str, str]:
     text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-    if isinstance(exc, (tf.errors.ResourceExhaustedError, MemoryError)) or "OOM" in text:
+    if isinstance(exc, MemoryError) or backend.is_oom(fw, exc) or "OOM" in text:
         return "oom", f"out of memory: {text}"
     return "error", f"{type(exc).__name__}: {text}"

@@ -32,17 +32,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-memory-growth", action="store_true",
                    help="let TensorFlow map all GPU memory up front (its default)")
     p.add_argument("--visible-gpus", default=env.get("KERASENV_VISIBLE_GPUS", ""),
-                   help="comma-separated GPU indexes made visible in-process (tf.config.set_visible_devices)")
+                   help="comma-separated GPU indexes to train on (in-process: tf.config.set_visible_devices on TensorFlow)")
     p.add_argument("--require-gpu", action="store_true",
                    default=env.get("KERASENV_REQUIRE_GPU", "") in ("1", "true", "yes"),
-                   help="exit 3 unless TensorFlow sees a GPU")
+                   help="exit 3 unless the framework (TensorFlow, JAX, PyTorch) sees a GPU")
     p.add_argument("--jit-compile", choices=("auto", "on", "off"), default=env.get("KERASENV_JIT_COMPILE", "auto"),
                    help="XLA for the train step; auto: the Keras default (XLA where supported on Keras 3)")
     p.add_argument("--steps-per-epoch", type=int, default=_env_int("KERASENV_STEPS_PER_EPOCH", 32),
                    help="optimizer steps per epoch, whatever the batch size and replica count "
                         "(the data set repeats; default 32)")
     p.add_argument("--logical-cpus", type=int, default=_env_int("KERASENV_LOGICAL_CPUS", 0), metavar="N",
-                   help="without GPUs: split the CPU into N logical devices and train N replicas")
+                   help="without GPUs: split the CPU into N logical devices and train N replicas "
+                        "(TensorFlow, JAX; not PyTorch)")
     p.add_argument("--seed", type=int, default=_env_int("KERASENV_SEED", 1234))
     p.add_argument("--run-id", default=env.get("KERASENV_RUN_ID", ""),
                    help="name of the run directory; the same id resumes an interrupted run")
@@ -55,8 +56,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(log_filter.py) is hidden from the terminal (never from the report)")
     p.add_argument("--profile", action="store_true",
                    default=env.get("KERASENV_PROFILE", "") in ("1", "true", "yes"),
-                   help="capture 6 steady-state steps with TensorFlow's profiler (TensorBoard's Profile tab) "
-                        "and report how long each step waited for its input")
+                   help="capture 6 steady-state steps with the framework's profiler (TensorBoard's Profile tab on "
+                        "TensorFlow and JAX, a Chrome trace on PyTorch) and report how long each step waited "
+                        "for its input")
     args = p.parse_args(argv)
     for name in ("epochs", "batch_size", "samples", "steps_per_epoch"):
         if getattr(args, name) < 1:

@@ -76,3 +76,9 @@ def test_bench_skips_only_the_xla_rows_on_blackwell():
     assert list(skipped) == ["on"] and "aborts the process" in skipped["on"]
     assert capabilities.xla_skipped(["off"], "gpu", "12.0") == {}
     assert capabilities.xla_skipped(["off", "on"], "cpu", None) == {}
+
+
+def test_the_blackwell_xla_rule_is_tensorflows_and_torch_compile_needs_a_compiler():
+    assert capabilities.xla_skipped(["off", "on"], "gpu", "12.0", "jax") == {}
+    assert "C compiler" in capabilities.xla_skipped(["off", "on"], "cpu", None, "torch")["on"]
+    assert capabilities.xla_skipped(["off", "on"], "cpu", None, "torch", c_compiler="/usr/bin/cc") == {}

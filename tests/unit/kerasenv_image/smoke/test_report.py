@@ -16,3 +16,11 @@ def test_the_report_is_written_whole_with_nan_as_null(tmp_path):
 def test_no_report_without_an_output_directory_is_not_an_error(tmp_path):
     assert report.write_report({"a": 1}, str(tmp_path / "missing")) is True
     assert not (tmp_path / "missing").exists()
+
+
+def test_the_summary_names_the_backends_framework_and_its_version(capsys):
+    report.summary({"status": "ok", "exit_code": 0, "backend": "jax",
+                    "versions": {"jax": "0.10.2", "keras": "3.15.1", "python": "3.11.2", "backend": "jax"}})
+    assert "[smoke]   JAX 0.10.2 / Keras 3.15.1 / Python 3.11.2" in capsys.readouterr().err
+    report.summary({"status": "ok", "exit_code": 0, "versions": {"tensorflow": "2.21.0", "keras": "3.13.2"}})
+    assert "[smoke]   TensorFlow 2.21.0 / Keras 3.13.2" in capsys.readouterr().err
