@@ -363,12 +363,14 @@ def markdown(docs: list[dict], rs: list[dict], sizes: dict | None, charts: dict[
               "utilisation below, and the GPU targets are listed as *not measured*. Run `make bench` on a GPU host "
               "to fill them in.", ""]
     L += ["## Machines and images", "",
-          "| result file | image | TensorFlow / Keras | device | host CPU | cores | memory | GPUs on host | measured | wall time |",
+          "| result file | image | framework / Keras | device | host CPU | cores | memory | GPUs on host | measured | wall time |",
           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for doc in docs:
         h, v = doc.get("host") or {}, doc.get("versions") or {}
         gpus = ", ".join(f"{g.get('index')}: {g.get('name')}" for g in h.get("gpus") or []) or "none"
-        L.append(f"| `{doc['_file']}` | `{(doc.get('image') or {}).get('ref')}` | {v.get('tensorflow')} / {v.get('keras')} "
+        # Results from before the backends carry no versions.backend: they are TensorFlow's.
+        backend = v.get("backend") or "tensorflow"
+        L.append(f"| `{doc['_file']}` | `{(doc.get('image') or {}).get('ref')}` | {backend} {v.get(backend)} / {v.get('keras')} "
                  f"| {device_label(doc)} | {h.get('cpu_model') or '-'} | {h.get('cpu_cores') or '-'} "
                  f"| {_gib(h.get('memory_bytes'))} | {gpus} | {doc.get('created_at', '-')} "
                  f"| {_fmt(doc.get('wall_seconds'), '.0f')} s |")
