@@ -46,9 +46,20 @@ def pytest_addoption(parser):
     group.addoption("--gpu", action="store_true",
                     default=os.environ.get("KERASENV_REQUIRE_GPU", "") in ("1", "true", "yes"),
                     help="run the GPU tests (also KERASENV_REQUIRE_GPU=1); a missing GPU is a failure")
+    group.addoption("--checkout-probes", action="store_true",
+                    default=os.environ.get("KERASENV_CHECKOUT_PROBES", "") in ("1", "true", "yes"),
+                    help="mount this checkout's images/common/kerasenv_image over the image's own (read-only) "
+                         "in every container: test probes changed since the image was built, without a rebuild "
+                         "(also KERASENV_CHECKOUT_PROBES=1)")
+
+
+CHECKOUT_PACKAGE = Path(__file__).resolve().parent.parent / "images" / "common" / "kerasenv_image"
+_CHECKOUT_MOUNT: dict = {}
 
 
 def pytest_configure(config):
+    if config.getoption("checkout_probes", default=False):
+        _CHECKOUT_MOUNT[str(CHECKOUT_PACKAGE)] = {"bind": "/opt/kerasenv/kerasenv_image", "mode": "ro"}
     config.addinivalue_line("markers", "gpu: needs a GPU; runs with --gpu, where a missing GPU fails")
     config._kerasenv_gpu = {"deselected": 0, "ran": 0, "passed": 0}
     config._kerasenv_timing = {}  # target id -> [seconds, tests, failed]
@@ -246,6 +257,8 @@ def start(docker, ref: str, command, **kwargs):
     clean`, which the integration tests run while `make test` may still be accepting an image,
     removes what the tool started and leaves these alone. The suite removes each container it
     starts; after a killed run: `docker rm -f $(docker ps -aq --filter label=io.kerasenv.acceptance)`."""
+    if _CHECKOUT_MOUNT:  # --checkout-probes
+        kwargs["volumes"] = {**_CHECKOUT_MOUNT, **(kwargs.get("volumes") or {})}
     container = docker.containers.create(ref, command, labels={TEST_LABEL: SESSION}, **kwargs)
     try:
         container.start()

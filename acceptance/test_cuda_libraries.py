@@ -8,8 +8,16 @@ FAMILIES = {"cuda"}
 SITE = "/opt/venv/lib/python{python}/site-packages/nvidia"
 
 
+def tensorflow_only(target, what: str) -> None:
+    if target.variant.backend != "tensorflow":
+        pytest.skip(f"{what} because this {target.variant.backend} image has no TensorFlow (cuda_audit reads the "
+                    "loader's search path from TensorFlow's libraries); acceptance/test_backend_gpu_libraries.py "
+                    "checks each CUDA library the backend maps comes from the pinned wheels")
+
+
 @pytest.fixture(scope="module")
-def audit(box):
+def audit(box, target):
+    tensorflow_only(target, "not audited")
     from kerasenv_image.probes import cuda_audit
 
     return box.probe_json(cuda_audit, user="0")
@@ -33,13 +41,18 @@ def test_library_reports_the_locked_version(audit, target, library):
 
 
 def test_ptxas_comes_from_the_pinned_nvcc_wheel_and_matches_cuda(audit, target):
+    if target.variant.backend == "torch":
+        pytest.skip("PyTorch images carry no nvcc wheel: Triton's own ptxas compiles torch.compile's kernels "
+                    "(checked in acceptance/test_backend_gpu_libraries.py)")
     site = SITE.format(python=target.variant.python)
     assert audit["ptxas"]["path"] == f"{site}/cuda_nvcc/bin/ptxas"
     nvcc = next(v for k, v in target.variant.cuda_wheels().items() if k.startswith("nvidia-cuda-nvcc-"))
     assert f"release {target.variant.cuda}, V{nvcc}" in (audit["ptxas"]["version"] or ""), audit["ptxas"]
 
 
-def test_tensorflow_is_a_cuda_build(inventory):
+def test_tensorflow_is_a_cuda_build(request, target):
+    tensorflow_only(target, "not applicable")
+    inventory = request.getfixturevalue("inventory")
     assert inventory["build_info"]["is_cuda_build"] is True
 
 

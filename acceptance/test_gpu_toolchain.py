@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 import shlex
 
+import pytest
+
 FAMILIES = {"cuda"}
 NVIDIA = "/opt/venv/lib/python{python}/site-packages/nvidia"
 CACHE = "/var/cache/kerasenv/cuda"
@@ -30,6 +32,19 @@ KERNEL_PTX = """.version 7.8
 """
 
 
+def uses_xla(target) -> None:
+    if target.variant.backend == "torch":
+        pytest.skip("PyTorch does not compile with XLA and its image has no nvcc wheel (no XLA_FLAGS, no "
+                    "libdevice): Triton's own ptxas is checked in acceptance/test_backend_gpu_libraries.py")
+
+
+def label_lists_tensorflows_kernels(target) -> None:
+    if target.variant.backend != "tensorflow":
+        pytest.skip("io.kerasenv.cuda-compute-capabilities lists TensorFlow's compiled kernels; this "
+                    f"{target.variant.backend} image's ptxas is checked for its lowest target and sm_100a/sm_120a "
+                    "in acceptance/test_backend_gpu_libraries.py")
+
+
 def image_env(image) -> dict[str, str]:
     return dict(item.split("=", 1) for item in image.attrs["Config"]["Env"])
 
@@ -41,6 +56,7 @@ def sass_targets(image) -> list[str]:
 
 
 def test_xla_flags_point_at_the_pinned_nvcc_wheel_and_libdevice_is_there(image, box, target):
+    uses_xla(target)
     nvcc = NVIDIA.format(python=target.variant.python) + "/cuda_nvcc"
     assert image_env(image)["XLA_FLAGS"] == f"--xla_gpu_cuda_data_dir={nvcc}"
     code, out = box.exec(["bash", "-c", 'd=${XLA_FLAGS#--xla_gpu_cuda_data_dir=}; '
@@ -50,11 +66,13 @@ def test_xla_flags_point_at_the_pinned_nvcc_wheel_and_libdevice_is_there(image, 
     assert out.split() == ["42", "43", "c0", "de"], "libdevice.10.bc is not LLVM bitcode"  # 'BC' 0xC0DE
 
 
-def test_the_label_claims_native_kernels_at_all(image):
+def test_the_label_claims_native_kernels_at_all(image, target):
+    label_lists_tensorflows_kernels(target)
     assert sass_targets(image), image.labels["io.kerasenv.cuda-compute-capabilities"]
 
 
-def test_ptxas_compiles_a_kernel_for_every_sass_target_the_label_claims(image, box):
+def test_ptxas_compiles_a_kernel_for_every_sass_target_the_label_claims(image, box, target):
+    label_lists_tensorflows_kernels(target)
     script = []
     for arch in sass_targets(image):
         ptx = KERNEL_PTX.format(arch=arch)
@@ -67,10 +85,11 @@ def test_ptxas_compiles_a_kernel_for_every_sass_target_the_label_claims(image, b
     assert compiled == sass_targets(image)
 
 
-def test_ptxas_compiles_for_the_ptx_target_the_label_claims(image, box):
+def test_ptxas_compiles_for_the_ptx_target_the_label_claims(image, box, target):
     """compute_XX in the label (compute_90 on TF >= 2.16, compute_80 before) is PTX the
     driver JIT-compiles on newer GPUs (H100/H200 for compute_90); XLA compiles its own
     kernels for those GPUs with this ptxas, so it must accept sm_XX too."""
+    label_lists_tensorflows_kernels(target)
     ptx_targets = [cc.replace("compute_", "sm_") for cc in
                    image.labels["io.kerasenv.cuda-compute-capabilities"].split(",") if cc.startswith("compute_")]
     assert ptx_targets, "no PTX target in the label"

@@ -17,6 +17,8 @@ from kerasenv_image.probes import gpu_libraries
 from .conftest import run_once
 
 FAMILIES = {"cuda"}
+NOT_TF = ("TryDlopenCUDALibraries() is TensorFlow's and this {backend} image has no TensorFlow: "
+          "its own backend's check is acceptance/test_backend_gpu_libraries.py")
 SITE = "/opt/venv/lib/python{python}/site-packages/nvidia/"
 # What TryDlopenCUDALibraries() opens (tsl/platform/default/dso_loader.cc), by library dir.
 TRY_DLOPEN_LIBRARIES = ("cuda_runtime", "cublas", "cufft", "cusolver", "cusparse", "cudnn")
@@ -33,6 +35,12 @@ def parse(code: int, out: str) -> dict:
 
 def probe_in(box_or_run, **kwargs) -> dict:
     return parse(*box_or_run(["python", "-m", gpu_libraries.__name__], **kwargs))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tensorflow_images_only(target):
+    if target.variant.backend != "tensorflow":
+        pytest.skip(NOT_TF.format(backend=target.variant.backend))
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,13 @@ Run in the image as `python -m kerasenv_image.probes.gpu_libraries` (by `kerasen
 lists TensorFlow's physical GPUs and nvidia-smi -L, and with `--devices-only` it lists
 only those (every family). TensorFlow is imported inside check(), after stderr is
 captured, so importing this module (the host does, for CUDNN_SUBLIBRARIES) is cheap.
+
+The backend is KERAS_BACKEND's (or `--backend NAME`): tensorflow (this module's check()),
+jax (jax_libraries: what JAX's CUDA plugin loads, and ptxas) or torch (torch_libraries:
+what `import torch` maps and what it opens later, and Triton's ptxas). Every result has
+`backend` and `failed` (one phrase per failure); with failures the probe exits 1 and
+prints the first ones on stderr in one line. `--ptxas-targets sm_75,sm_100a` chooses what
+ptxas compiles for (JAX and PyTorch).
 """
 
 from __future__ import annotations
@@ -159,6 +166,7 @@ def check(with_devices: bool = False) -> dict:
     ok = symbol is not None and rep is not None and status_is_ok(rep)
     nvidia = {name: path for name, path in loaded_by_tf.items() if "/nvidia/" in path}
     result = {
+        "backend": "tensorflow",
         "symbol": symbol,
         "status_rep": rep,
         "try_dlopen_ok": ok,
@@ -183,7 +191,60 @@ def gpu_devices(tf_gpus: list[str] | None = None) -> dict:
         tf_gpus = [d.name for d in tf.config.list_physical_devices("GPU")]
     smi = shutil.which("nvidia-smi")
     listed = subprocess.run([smi, "-L"], capture_output=True, text=True).stdout.strip() if smi else None
-    return {"tf_gpus": tf_gpus, "nvidia_smi_l": listed}
+    return {"tf_gpus": tf_gpus, "gpus": tf_gpus, "nvidia_smi_l": listed}
+
+
+def backend_gpus(backend: str) -> list[str]:
+    """The GPUs the backend's framework sees (an empty list when it sees none)."""
+    if backend == "jax":
+        import jax
+
+        return [str(d) for d in jax.devices() if d.platform in ("gpu", "cuda")]
+    if backend == "torch":
+        import torch
+
+        return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
+            if torch.cuda.is_available() else []
+    import tensorflow as tf
+
+    return [d.name for d in tf.config.list_physical_devices("GPU")]
+
+
+def backend_of(argv: list[str], env: dict | None = None) -> str:
+    """--backend NAME, else KERAS_BACKEND, else tensorflow."""
+    env = os.environ if env is None else env
+    if "--backend" in argv:
+        return argv[argv.index("--backend") + 1]
+    return env.get("KERAS_BACKEND") or "tensorflow"
+
+
+def ptxas_targets(argv: list[str]) -> list[str] | None:
+    if "--ptxas-targets" in argv:
+        return [t for t in argv[argv.index("--ptxas-targets") + 1].split(",") if t]
+    return None
+
+
+def run(backend: str, argv: list[str]) -> dict:
+    """The backend's own check (and, with --devices, the GPUs it sees and nvidia-smi -L)."""
+    if backend == "jax":
+        from . import jax_libraries
+
+        result = jax_libraries.check(ptxas_targets(argv))
+    elif backend == "torch":
+        from . import torch_libraries
+
+        result = torch_libraries.check(ptxas_targets(argv))
+    else:
+        return check(with_devices="--devices" in argv)
+    if "--devices" in argv:
+        result.update(gpu_devices(backend_gpus(backend)))
+    return result
+
+
+def one_line(result: dict) -> str:
+    failed = result.get("failed") or []
+    return (f"gpu_libraries ({result.get('backend', 'tensorflow')}): FAIL: "
+            f"{'; '.join(failed[:3])}{' ...' if len(failed) > 3 else ''}")
 
 
 def summarize(result: dict) -> list[str]:
@@ -202,14 +263,21 @@ def summarize(result: dict) -> list[str]:
     return failed
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str]) -> int:
     # --devices: also the GPUs; --devices-only: just those (CPU and ROCm images, which
     # have no CUDA libraries to check).
+    backend = backend_of(argv)
     if "--devices-only" in argv:
-        print(json.dumps(gpu_devices()))
-    else:
-        print(json.dumps(check(with_devices="--devices" in argv)))
+        gpus = None if backend == "tensorflow" else backend_gpus(backend)
+        print(json.dumps({"backend": backend, **gpu_devices(gpus)}))
+        return 0
+    result = run(backend, argv)
+    print(json.dumps(result), flush=True)
+    if result.get("failed"):
+        print(one_line(result), file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))
