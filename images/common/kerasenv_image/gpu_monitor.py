@@ -23,7 +23,11 @@ index i, with the epoch (0-based, as Keras' TensorBoard callback) as the step:
   the peak TensorFlow itself allocated during the epoch (reset at each epoch begin with
   `reset_memory_stats` where the TF version has it; left out where TF cannot say). j is
   the TensorFlow GPU of nvidia-smi's GPU i, through CUDA_VISIBLE_DEVICES (the CUDA images
-  set CUDA_DEVICE_ORDER=PCI_BUS_ID, so both count in PCI order).
+  set CUDA_DEVICE_ORDER=PCI_BUS_ID, so both count in PCI order). On the other Keras
+  backends (KERAS_BACKEND) the same figure is `gpu/{i}/jax_peak_memory_mib` (JAX's
+  `Device.memory_stats()["peak_bytes_in_use"]`, the run's peak: JAX cannot reset it) or
+  `gpu/{i}/torch_peak_memory_mib` (`torch.cuda.max_memory_allocated`, reset per epoch); the
+  scalars are written with tensorboard's own writer there (no TensorFlow: tb_writer).
 
 Without nvidia-smi, or when it lists no GPU, it logs "GpuMonitor: no nvidia-smi / no GPU:
 nothing to sample" once and does nothing else. nvidia-smi is stopped on train end, when
@@ -42,7 +46,7 @@ import os
 import sys
 import time
 
-from . import gpu_sampler
+from . import gpu_sampler, tb_writer
 
 NO_GPU_LINE = "GpuMonitor: no nvidia-smi / no GPU: nothing to sample"
 STARTUP_TIMEOUT_S = 10.0  # nvidia-smi without persistence mode can take seconds to print its first sample
@@ -53,29 +57,9 @@ def log(message: str) -> None:
     print(f"[kerasenv] {message}", file=sys.stderr, flush=True)
 
 
-class TfSummaryWriter:
-    """tf.summary scalars into their own event file under `path` (created on first use)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._writer = None
-
-    def scalar(self, name: str, value: float, step: int) -> None:
-        import tensorflow as tf
-
-        if self._writer is None:
-            self._writer = tf.summary.create_file_writer(self.path)
-        with self._writer.as_default():
-            tf.summary.scalar(name, value, step=step)
-
-    def flush(self) -> None:
-        if self._writer is not None:
-            self._writer.flush()
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+# The writer lives in tb_writer (tf.summary on TensorFlow, tensorboard's own writer on JAX
+# and PyTorch, which have no TensorFlow); the name stays importable from here.
+TfSummaryWriter = tb_writer.TfSummaryWriter
 
 
 def cuda_ordinal(smi_index: int, environ=os.environ) -> int | None:
@@ -103,6 +87,18 @@ def smi_index(ordinal: int, environ=os.environ) -> int | None:
     return int(items[ordinal])
 
 
+def smi_indexes_of_ordinals(ordinals, environ=os.environ) -> list[int] | None:
+    """nvidia-smi's indexes of CUDA device numbers (JAX's and PyTorch's GPU ids), for
+    `gpus=`; None (every GPU) when one cannot be matched."""
+    found = []
+    for ordinal in ordinals:
+        index = smi_index(int(ordinal), environ)
+        if index is None:
+            return None
+        found.append(index)
+    return found or None
+
+
 def smi_indexes(physical_gpus, environ=os.environ) -> list[int] | None:
     """nvidia-smi's indexes of TensorFlow's physical GPUs (`/physical_device:GPU:N`, N the
     CUDA device number), for `gpus=`: only the GPUs the run trains on. None (every GPU)
@@ -122,6 +118,8 @@ def smi_indexes(physical_gpus, environ=os.environ) -> list[int] | None:
 class TfMemory:
     """TensorFlow's own allocator statistics per nvidia-smi GPU index; every call guarded
     (TF versions without reset_memory_stats, devices that do not support it)."""
+
+    scalar_name = "tf_peak_memory_mib"
 
     def __init__(self) -> None:
         self._tf = None
@@ -170,6 +168,78 @@ class TfMemory:
             pass
 
 
+class JaxMemory:
+    """JAX's allocator statistics (`Device.memory_stats()`: peak_bytes_in_use). JAX has no
+    reset of the peak, so each epoch reports the peak so far in the run."""
+
+    scalar_name = "jax_peak_memory_mib"
+
+    def _device(self, smi_index: int):
+        ordinal = cuda_ordinal(smi_index)
+        if ordinal is None:
+            return None
+        try:
+            import jax
+
+            return next((d for d in jax.devices("gpu") if d.id == ordinal), None)
+        except Exception:  # noqa: BLE001 - no JAX, or no GPU backend: no figure
+            return None
+
+    def peak_mib(self, smi_index: int) -> float | None:
+        device = self._device(smi_index)
+        try:
+            stats = device.memory_stats() if device is not None else None
+            return stats["peak_bytes_in_use"] / MIB if stats and "peak_bytes_in_use" in stats else None
+        except Exception:  # noqa: BLE001 - a device without statistics
+            return None
+
+    def reset(self, smi_index: int) -> None:
+        return None
+
+
+class TorchMemory:
+    """PyTorch's caching allocator: `torch.cuda.max_memory_allocated(i)`, reset per epoch."""
+
+    scalar_name = "torch_peak_memory_mib"
+
+    def _ordinal(self, smi_index: int):
+        ordinal = cuda_ordinal(smi_index)
+        try:
+            import torch
+
+            if ordinal is None or not torch.cuda.is_available() or ordinal >= torch.cuda.device_count():
+                return None, None
+        except Exception:  # noqa: BLE001 - no torch: no figure
+            return None, None
+        return torch, ordinal
+
+    def peak_mib(self, smi_index: int) -> float | None:
+        torch, ordinal = self._ordinal(smi_index)
+        if torch is None:
+            return None
+        try:
+            return torch.cuda.max_memory_allocated(ordinal) / MIB
+        except Exception:  # noqa: BLE001
+            return None
+
+    def reset(self, smi_index: int) -> None:
+        torch, ordinal = self._ordinal(smi_index)
+        if torch is not None:
+            try:
+                torch.cuda.reset_peak_memory_stats(ordinal)
+            except Exception:  # noqa: BLE001, S110 - unsupported: the peak since the start
+                pass
+
+
+def framework_memory(backend_name: str | None = None):
+    """The allocator-peak reader of the Keras backend (KERAS_BACKEND) this process trains on."""
+    if backend_name is None:
+        from . import backends
+
+        backend_name = backends.name()
+    return {"jax": JaxMemory, "torch": TorchMemory}.get(backend_name, TfMemory)()
+
+
 class GpuMonitorLogic:
     """The callback's behaviour, Keras-free; GpuMonitor mixes it into keras' Callback.
 
@@ -190,7 +260,7 @@ class GpuMonitorLogic:
         self._writer = writer
         self._clock = clock
         self._sampler_factory = sampler_factory
-        self._tf_memory = tf_memory if tf_memory is not None else TfMemory()
+        self._tf_memory = tf_memory if tf_memory is not None else framework_memory()
         self._sampler = None
         self._epoch_start: float | None = None
         self.epochs: list[dict] = []
@@ -219,7 +289,7 @@ class GpuMonitorLogic:
                                            + (f": {said[0][:200]}" if said else ""))
         self.sampled = True
         if self._writer is None:
-            self._writer = TfSummaryWriter(os.path.join(self.log_dir, "gpu"))
+            self._writer = tb_writer.scalar_writer(os.path.join(self.log_dir, "gpu"))
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_start = self._clock()
@@ -235,7 +305,7 @@ class GpuMonitorLogic:
         record = self.epoch_record(self._sampler.snapshot().samples, epoch, start, end)
         self.epochs.append(record)
         for gpu in record["gpus"]:
-            for name in ("utilization_percent", "memory_used_percent", "memory_used_mib", "tf_peak_memory_mib"):
+            for name in ("utilization_percent", "memory_used_percent", "memory_used_mib", self._peak_name):
                 if gpu[name] is not None:
                     self._writer.scalar(f"gpu/{gpu['index']}/{name}", float(gpu[name]), step=epoch)
         if hasattr(self._writer, "flush"):
@@ -267,9 +337,14 @@ class GpuMonitorLogic:
                 "utilization_max_percent": util["utilization_gpu_max"],
                 "memory_used_mib": used, "memory_total_mib": total,
                 "memory_used_percent": 100.0 * used / total if used is not None and total else None,
-                "tf_peak_memory_mib": self._tf_memory.peak_mib(index),
+                self._peak_name: self._tf_memory.peak_mib(index),
                 "settle_s": util["settle_s"], "note": util.get("note")})
         return {"epoch": epoch + 1, "start": start, "end": end, "seconds": end - start, "gpus": gpus}
+
+    @property
+    def _peak_name(self) -> str:
+        """The framework's peak scalar: tf_/jax_/torch_peak_memory_mib."""
+        return getattr(self._tf_memory, "scalar_name", "tf_peak_memory_mib")
 
     def _indexes(self, samples: list | None = None) -> list[int]:
         if self.gpus is not None:
@@ -286,7 +361,7 @@ class GpuMonitorLogic:
         return {"sampled": True, "interval_ms": self.interval_ms, "settle_s": self.settle_s,
                 "query": ",".join(self.fields), "epochs": self.epochs,
                 "scalars": [f"gpu/{{i}}/{n}" for n in ("utilization_percent", "memory_used_percent",
-                                                       "memory_used_mib", "tf_peak_memory_mib")],
+                                                       "memory_used_mib", self._peak_name)],
                 "log_dir": os.path.join(self.log_dir, "gpu")}
 
     def stop(self) -> None:
@@ -304,7 +379,16 @@ class GpuMonitorLogic:
 
 
 def keras_for_tf():
-    """The Keras the installed TensorFlow trains with: Keras 3 from TF 2.16, else tf.keras."""
+    """The Keras the installed TensorFlow trains with: Keras 3 from TF 2.16, else tf.keras;
+    Keras 3 itself on the JAX and PyTorch backends (no TensorFlow there)."""
+    import os as _os
+
+    if _os.environ.get("KERAS_BACKEND", "tensorflow") in ("jax", "torch"):
+        try:
+            import keras
+        except ImportError:
+            return None
+        return keras
     try:
         import tensorflow as tf
     except ImportError:

@@ -81,6 +81,10 @@ def _no_utilisation_line(steady: list[dict], interval_ms: int | None) -> tuple[s
                                 "seconds")
 
 
+PEAK_SUFFIX = "_peak_memory_mib"
+PEAK_SOURCES = {"tf_peak_memory_mib": "tensorflow-peak"}
+
+
 def verdict(epochs: list[dict], *, memory_total_mib: float | None, input_wait_fraction: float | None = None,
             interval_ms: int | None = None) -> dict:
     """`epochs`: GpuMonitor.epochs ([{epoch, seconds, gpus: [{index, samples,
@@ -106,11 +110,20 @@ def verdict(epochs: list[dict], *, memory_total_mib: float | None, input_wait_fr
     # Memory: TensorFlow's own peak where TF could say (what the model needed); otherwise
     # nvidia-smi's memory.used, which also counts what TF's allocator reserved unused.
     everything = [g for e in epochs for g in e.get("gpus", [])]
-    tf_peaks = [g["tf_peak_memory_mib"] for g in everything if g.get("tf_peak_memory_mib") is not None]
+    # The framework's own peak: tf_peak_memory_mib on TensorFlow, jax_/torch_peak_memory_mib
+    # on the other backends (GpuMonitor's memory reader names it).
+    framework_peaks = {}
+    for g in everything:
+        for key, value in g.items():
+            if key.endswith(PEAK_SUFFIX) and value is not None:
+                framework_peaks.setdefault(key, []).append(value)
+    peak_key = "tf_peak_memory_mib" if "tf_peak_memory_mib" in framework_peaks else next(iter(framework_peaks), None)
+    tf_peaks = framework_peaks.get(peak_key, [])
+    peak_source = PEAK_SOURCES.get(peak_key, f"{(peak_key or '').split('_')[0]}-peak")
     used = [g["memory_used_mib"] for g in everything if g.get("memory_used_mib") is not None]
     totals = [g["memory_total_mib"] for g in everything if g.get("memory_total_mib")]
     total = memory_total_mib if memory_total_mib else (max(totals) if totals else None)
-    peak, source = (max(tf_peaks), "tensorflow-peak") if tf_peaks else (max(used), "nvidia-smi") if used else (None, None)
+    peak, source = (max(tf_peaks), peak_source) if tf_peaks else (max(used), "nvidia-smi") if used else (None, None)
     fraction = peak / total if peak is not None and total else None
 
     result = {"busy_percent": busy, "samples": samples, "busy_min_percent": min(low) if low else None,
@@ -154,7 +167,7 @@ def verdict(epochs: list[dict], *, memory_total_mib: float | None, input_wait_fr
         memory_status = "unknown"
     elif fraction >= NEAR_OOM_MEMORY_FRACTION:
         memory_status = "near-oom"
-        caveat = ("" if source == "tensorflow-peak" else
+        caveat = ("" if source != "nvidia-smi" else
                   " (nvidia-smi memory.used, which includes what TensorFlow reserved: turn memory growth on "
                   "to see what the model needs)")
         lines.insert(0 if status != "input-bound" else 1,

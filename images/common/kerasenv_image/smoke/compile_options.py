@@ -19,8 +19,9 @@ def choose_precision(args, gpus: list[dict]) -> str:
     return "float32"
 
 
-# On Blackwell, XLA aborts the whole process (kerasenv_image.blackwell says why), so "auto"
-# means XLA off there.
+# On Blackwell, TensorFlow's XLA aborts the whole process (kerasenv_image.blackwell says
+# why), so "auto" means XLA off there. TensorFlow only: JAX's and PyTorch's choices are
+# their backend modules' jit_compile().
 def xla_blocker(gpus: list[dict]) -> str | None:
     """Why XLA must stay off on these GPUs, or None."""
     for gpu in gpus:

@@ -1,4 +1,5 @@
-"""What the container gives this run: shared memory, nvidia-smi, TensorFlow's devices, placement."""
+"""What the container gives this run: shared memory, nvidia-smi, why no GPU is seen (the
+framework's own devices and placement: kerasenv_image.backends)."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ def nvidia_smi() -> dict:
     return {"present": True, "driver_version": driver, "gpus": gpus}
 
 
-def no_gpu_reason(smi: dict) -> tuple[str, str]:
-    """Why TensorFlow sees no GPU, and the fix, from what the container can observe."""
+def no_gpu_reason(smi: dict, framework: str = "TensorFlow") -> tuple[str, str]:
+    """Why the framework sees no GPU, and the fix, from what the container can observe."""
     if os.environ.get("NVIDIA_VISIBLE_DEVICES") in ("void", "none", ""):
         return ("NVIDIA_VISIBLE_DEVICES disables GPUs in this container",
                 "unset it or set it to all")
@@ -62,20 +63,9 @@ def no_gpu_reason(smi: dict) -> tuple[str, str]:
     if smi.get("error"):
         return (f"nvidia-smi fails in the container: {smi['error'].splitlines()[0]}",
                 "check the host driver with `nvidia-smi` and `kerasenv doctor`")
-    return ("the GPU is present but TensorFlow cannot use it (driver too old for this image's CUDA, "
-            "or CUDA libraries failed to load; see the TensorFlow log above)",
+    return (f"the GPU is present but {framework} cannot use it (driver too old for this image's CUDA, "
+            f"or CUDA libraries failed to load; see the {framework} log above)",
             "run `kerasenv doctor` on the host: it compares the driver with the image's minimum")
-
-
-def import_stack():
-    import tensorflow as tf
-
-    major_minor = tuple(int(p) for p in tf.__version__.split(".")[:2])
-    if major_minor >= (2, 16):
-        import keras  # Keras 3
-    else:
-        keras = tf.keras  # Keras 2 (tf.keras) on TF 2.14/2.15
-    return tf, keras
 
 
 def keras_version(keras) -> str:
@@ -89,48 +79,21 @@ def keras_version(keras) -> str:
     return metadata.version("keras")
 
 
+# TensorFlow's device set-up lives in backends.tensorflow now (one module per Keras
+# backend); these names stay importable from here for code written against them.
+def import_stack():
+    from ..backends import tensorflow
+
+    return tensorflow.import_stack()
+
+
 def configure_gpus(tf, args, report: dict) -> list:
-    physical = tf.config.list_physical_devices("GPU")
-    if args.visible_gpu_indexes:
-        missing = [i for i in args.visible_gpu_indexes if i >= len(physical)]
-        if missing:
-            raise SmokeFailure(EXIT_USAGE, "visible-gpus",
-                               f"--visible-gpus {args.visible_gpus}: only {len(physical)} GPU(s) visible",
-                               "use indexes from 0 to the number of GPUs minus one")
-        physical = [physical[i] for i in args.visible_gpu_indexes]
-        tf.config.set_visible_devices(physical, "GPU")
-    for gpu in physical:
-        if args.memory_limit:
-            tf.config.set_logical_device_configuration(
-                gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=args.memory_limit)])
-        elif not args.no_memory_growth:
-            tf.config.experimental.set_memory_growth(gpu, True)
-    details = []
-    for gpu in physical:
-        info = tf.config.experimental.get_device_details(gpu)
-        cc = info.get("compute_capability")
-        details.append({"device": gpu.name, "name": info.get("device_name"),
-                        "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None})
-    report["gpus"] = details
-    report["gpu_config"] = {"memory_growth": bool(physical) and not args.no_memory_growth and not args.memory_limit,
-                            "memory_limit_mb": args.memory_limit or None,
-                            "visible_gpus": args.visible_gpu_indexes or None}
-    if args.logical_cpus > 1 and not physical:
-        # N logical CPU devices: MirroredStrategy runs N replicas on a host without GPUs,
-        # which is how the replica-count behaviour is tested (and can be tried) anywhere.
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(args.logical_cpus)])
-        report["gpu_config"]["logical_cpus"] = args.logical_cpus
-    return physical
+    from ..backends import tensorflow
+
+    return tensorflow.configure_gpus(tf, args, report)
 
 
 def placement_check(tf, gpus: list) -> dict:
-    device = "/GPU:0" if gpus else "/CPU:0"
-    with tf.device(device):
-        a = tf.random.stateless_uniform((256, 256), seed=(1, 2))
-        result = tf.matmul(a, a)
-    actual = result.device
-    ok = ("GPU:0" in actual) if gpus else ("CPU:0" in actual)
-    return {"requested": device, "result_device": actual, "ok": ok,
-            "checksum": float(tf.reduce_sum(result).numpy())}
+    from ..backends import tensorflow
+
+    return tensorflow.placement_check(tf, gpus)

@@ -12,7 +12,7 @@ import re
 EXIT_UNEXPECTED = 1  # a bug of the smoke training itself (the report says so)
 EXIT_OK, EXIT_USAGE, EXIT_NO_GPU, EXIT_TRAINING, EXIT_OOM, EXIT_OUTPUT = 0, 2, 3, 4, 5, 6
 EXIT_GPU_RUNTIME = 7  # TensorFlow failed on the GPU stack: driver, PTX JIT, cuDNN, NCCL, XLA
-EXIT_TF_RUNTIME = 8  # any other TensorFlow runtime error
+EXIT_TF_RUNTIME = 8  # any other runtime error of the framework (TensorFlow, JAX, PyTorch)
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
 
@@ -76,14 +76,27 @@ GPU_RUNTIME_CLASSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 
 def classify_tf_error(exc: BaseException, tf_log: str | None = None) -> SmokeFailure:
     """A TensorFlow runtime error (tf.errors.OpError) as a SmokeFailure with its kind."""
+    return classify_runtime_error(exc, tf_log)
+
+
+# The runtime-error kind of each framework (exit 8, EXIT_TF_RUNTIME, on every backend).
+RUNTIME_KINDS = {"TensorFlow": "tensorflow-runtime", "JAX": "jax-runtime", "PyTorch": "torch-runtime"}
+
+
+def classify_runtime_error(exc: BaseException, tf_log: str | None = None,
+                           framework: str = "TensorFlow") -> SmokeFailure:
+    """A framework's runtime error as a SmokeFailure: a known GPU-stack failure (exit 7,
+    the patterns above: CUDA, cuDNN, PTX, NCCL and XLA say the same on every backend), else
+    `<framework>-runtime` (exit 8)."""
     name = type(exc).__name__
     text = str(exc).strip()
     first = next((line.strip() for line in text.splitlines() if line.strip()), name)[:300]
     haystack = f"{text}\n{tf_log or ''}"
     for kind, pattern, fix in GPU_RUNTIME_CLASSES:
         if pattern.search(haystack):
-            return SmokeFailure(EXIT_GPU_RUNTIME, kind, f"TensorFlow {name} on the GPU stack ({kind}): {first}",
+            return SmokeFailure(EXIT_GPU_RUNTIME, kind, f"{framework} {name} on the GPU stack ({kind}): {first}",
                                 fix, tf_log=tf_log)
-    return SmokeFailure(EXIT_TF_RUNTIME, "tensorflow-runtime", f"TensorFlow {name}: {first}",
-                        "see the TensorFlow log above and `tf_log` in report.json; `kerasenv doctor` checks the host",
+    log_name = "the TensorFlow log" if framework == "TensorFlow" else f"the {framework} log"
+    return SmokeFailure(EXIT_TF_RUNTIME, RUNTIME_KINDS.get(framework, "runtime"), f"{framework} {name}: {first}",
+                        f"see {log_name} above and `tf_log` in report.json; `kerasenv doctor` checks the host",
                         tf_log=tf_log)

@@ -1,4 +1,5 @@
-"""The run: environment, devices, placement, training, verdict; the report is always written."""
+"""The run: environment, devices, placement, training, verdict; the report is always written.
+The framework (KERAS_BACKEND) is reached only through kerasenv_image.backends."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from datetime import datetime, timezone
 from ..gpu_sampler import stop_all as stop_all_samplers
 from .args import parse_args
 from .console import log
-from .environment import (configure_gpus, import_stack, keras_version, no_gpu_reason, nvidia_smi,
-                          placement_check, shm_report)
-from .errors import (EXIT_NO_GPU, EXIT_OK, EXIT_OOM, EXIT_OUTPUT, EXIT_SIGINT, EXIT_SIGTERM,
-                     EXIT_TRAINING, EXIT_UNEXPECTED, Interrupted, SmokeFailure, classify_tf_error, disk_full, is_disk_full)
+from .. import backends
+from .environment import keras_version, no_gpu_reason, nvidia_smi, shm_report
+from .errors import (EXIT_NO_GPU, EXIT_OK, EXIT_OOM, EXIT_OUTPUT, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TRAINING,
+                     EXIT_UNEXPECTED, EXIT_USAGE, Interrupted, SmokeFailure, disk_full, is_disk_full)
 from .log_filter import LogFilter
 from .multiworker import multi_worker, train_multi_worker, worker_dir
 from .report import REPORT_SCHEMA, prepare_output_dir, strict_json, summary, write_report
@@ -33,54 +34,53 @@ def run(args, report: dict, tee: StderrTee | None = None) -> int:
     report["shm"] = shm
     if shm["warning"]:
         log(f"WARNING: {shm['warning']}")
-    log("importing TensorFlow")
-    tf, keras = import_stack()
-    build_info = {k: (list(v) if isinstance(v, (list, tuple)) else v)
-                  for k, v in dict(tf.sysconfig.get_build_info()).items()}
-    report["versions"] = {"tensorflow": tf.__version__, "keras": keras_version(keras),
+    try:
+        backend = backends.current()
+    except backends.UnknownBackend as exc:
+        raise SmokeFailure(EXIT_USAGE, "backend", str(exc), "unset KERAS_BACKEND to use the image's own") from None
+    report["backend"] = backend.NAME
+    if os.environ.get("TF_CONFIG") and backend.multi_worker_supported():
+        raise SmokeFailure(EXIT_USAGE, "tf-config", f"TF_CONFIG is set but this image trains on {backend.DISPLAY}: "
+                           f"{backend.multi_worker_supported()}", "unset TF_CONFIG, or use a tensorflow image")
+    smi = nvidia_smi()
+    # Settings the framework reads once, at import (JAX's memory and host device count).
+    backend_settings = backend.prepare(args, smi)
+    log(f"importing {backend.DISPLAY}")
+    fw, keras = backend.import_stack()
+    build_info = backend.build_info(fw)
+    report["versions"] = {**backend.versions(fw, keras), "keras": keras_version(keras),
                           "python": platform.python_version(), "numpy": __import__("numpy").__version__}
+    report["versions"]["backend"] = backend.NAME
     report["build_info"] = build_info
     family = os.environ.get("KERASENV_FAMILY", "")
     report["image"] = {"variant": os.environ.get("KERASENV_VARIANT"), "family": family or None}
-    smi = nvidia_smi()
     report["nvidia_smi"] = smi
     report["driver_version"] = smi.get("driver_version")
     if family == "cuda" and not build_info.get("is_cuda_build"):
-        raise SmokeFailure(EXIT_NO_GPU, "wrong-build", "this is a CUDA image but TensorFlow is not a CUDA build",
+        raise SmokeFailure(EXIT_NO_GPU, "wrong-build", f"this is a CUDA image but {backend.DISPLAY} is not a CUDA build",
                            "rebuild the image (`make build`); the lock installed the wrong wheel")
     if family == "rocm" and not build_info.get("is_rocm_build"):
-        raise SmokeFailure(EXIT_NO_GPU, "wrong-build", "this is a ROCm image but TensorFlow is not a ROCm build",
+        raise SmokeFailure(EXIT_NO_GPU, "wrong-build", f"this is a ROCm image but {backend.DISPLAY} is not a ROCm build",
                            "rebuild the image from AMD's rocm/tensorflow base")
     try:
-        training = devices_and_training(tf, keras, args, report, smi, family)
-    except tf.errors.ResourceExhaustedError as exc:
-        # TensorFlow maps ENOSPC to RESOURCE_EXHAUSTED too (file writes of TensorBoard and
-        # checkpoints): a full disk is not a GPU out of memory.
-        if is_disk_full(exc):
-            raise disk_full(exc, args.output_dir) from None
-        raise SmokeFailure(EXIT_OOM, "oom", f"GPU out of memory: {str(exc).splitlines()[0][:200]}",
-                           "lower --batch-size (BATCH_SIZE=) or set --memory-limit for the GPU") from None
-    except tf.errors.OpError as exc:
-        # GPU init, PTX JIT, cuDNN autotuning, NCCL, XLA: what `kerasenv doctor` predicts.
-        raise classify_tf_error(exc, tee.relevant() if tee else None) from None
-    except OSError as exc:
-        if is_disk_full(exc):
-            raise disk_full(exc, args.output_dir) from None
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise SmokeFailure(EXIT_OUTPUT, "output-io", f"I/O error in {args.output_dir}: {first}",
-                           "check the mounted runs directory (permissions, free space, a damaged "
-                           "backup/: delete it or use a new --run-id)") from None
-    except MemoryError:
-        raise SmokeFailure(EXIT_OOM, "oom", "host out of memory",
-                           "lower --batch-size / --samples or give the container more memory") from None
+        training = devices_and_training(backend, fw, keras, args, report, smi, family, backend_settings)
+    except SmokeFailure:
+        raise
+    except Exception as exc:
+        failure = backend.classify_error(fw, exc, (tee.relevant if tee else lambda: None), args.output_dir)
+        if failure is None:
+            failure = host_failure(exc, args.output_dir)
+        if failure is None:
+            raise
+        raise failure from None
     report["training"] = training
     report["verdict"] = verdict(training, report["placement"])
     if not report["verdict"]["placement_ok"]:
         placement = report["placement"]
         raise SmokeFailure(EXIT_TRAINING, "wrong-device",
                            f"the placement check asked for {placement['requested']} but the result lives on "
-                           f"{placement['result_device']}", "run `kerasenv doctor --container ID`: TensorFlow "
-                           "registered the device but does not run ops on it")
+                           f"{placement['result_device']}", "run `kerasenv doctor --container ID`: "
+                           f"{backend.DISPLAY} registered the device but does not run ops on it")
     if not report["verdict"]["finite"]:
         raise SmokeFailure(EXIT_TRAINING, "nan", "training diverged: the loss became NaN or infinite",
                            "lower --learning-rate; with float16, try --mixed-precision bfloat16 or off")
@@ -90,33 +90,50 @@ def run(args, report: dict, tee: StderrTee | None = None) -> int:
         raise SmokeFailure(EXIT_TRAINING, "did-not-learn",
                            f"the model did not learn (loss ratio {ratio}, needs < {LOSS_RATIO_MAX}; "
                            f"accuracy {v['accuracy']}, needs >= {ACCURACY_MIN})",
-                           "check --learning-rate and the TensorFlow log above")
+                           f"check --learning-rate and the {backend.DISPLAY} log above")
     return EXIT_OK
 
 
-def devices_and_training(tf, keras, args, report: dict, smi: dict, family: str) -> dict:
-    """Everything that runs TensorFlow ops: its errors are classified by the caller."""
-    gpus = configure_gpus(tf, args, report)
-    strategy = multi_worker(tf, os.environ["TF_CONFIG"], report) if os.environ.get("TF_CONFIG") else None
-    # Listing logical devices initialises the runtime: only after the GPU options are set.
-    report["devices"] = {"physical": [d.name for d in tf.config.list_physical_devices()],
-                         "logical": [d.name for d in tf.config.list_logical_devices()]}
+def host_failure(exc: BaseException, output_dir: str) -> SmokeFailure | None:
+    """A full disk, an I/O error in the run directory or host memory exhaustion, whatever
+    the backend; None for anything else."""
+    if isinstance(exc, OSError):
+        if is_disk_full(exc):
+            return disk_full(exc, output_dir)
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        return SmokeFailure(EXIT_OUTPUT, "output-io", f"I/O error in {output_dir}: {first}",
+                            "check the mounted runs directory (permissions, free space, a damaged "
+                            "backup/: delete it or use a new --run-id)")
+    if isinstance(exc, MemoryError):
+        return SmokeFailure(EXIT_OOM, "oom", "host out of memory",
+                            "lower --batch-size / --samples or give the container more memory")
+    return None
+
+
+def devices_and_training(backend, fw, keras, args, report: dict, smi: dict, family: str,
+                         backend_settings: dict | None = None) -> dict:
+    """Everything that runs framework ops: its errors are classified by the caller."""
+    gpus = backend.configure_gpus(fw, args, report)
+    report["gpu_config"].update(backend_settings or {})
+    strategy = multi_worker(fw, os.environ["TF_CONFIG"], report) if os.environ.get("TF_CONFIG") else None
+    report["devices"] = backend.devices(fw)
     if not gpus:
-        reason, fix = no_gpu_reason(smi)
+        reason, fix = no_gpu_reason(smi, backend.DISPLAY)
         if args.require_gpu:
-            raise SmokeFailure(EXIT_NO_GPU, "no-gpu", f"a GPU is required but TensorFlow sees none: {reason}", fix)
+            raise SmokeFailure(EXIT_NO_GPU, "no-gpu", f"a GPU is required but {backend.DISPLAY} sees none: {reason}",
+                               fix)
         if family in ("cuda", "rocm"):
             log(f"WARNING: no GPU visible ({reason}); training on the CPU")
     for gpu in report["gpus"]:
         log(f"GPU {gpu['device']}: {gpu['name']} (compute capability {gpu['compute_capability']})")
-    report["placement"] = placement_check(tf, gpus)
+    report["placement"] = backend.placement_check(fw, gpus)
     log(f"placement: requested {report['placement']['requested']}, "
         f"result on {report['placement']['result_device']}")
     _TRAINING.update(args=args, report=report, started=_STARTED[0], tee=_STARTED[1])
     try:
         if strategy is not None:
-            return train_multi_worker(tf, keras, args, report, strategy)
-        return train(tf, keras, args, report, gpus)
+            return train_multi_worker(fw, keras, args, report, strategy)
+        return train(backend, fw, keras, args, report, gpus)
     finally:
         _TRAINING.clear()
 

@@ -62,7 +62,9 @@ def summary(report: dict, report_written: bool = True, hidden_log_lines: int = 0
     t = report.get("training") or {}
     versions = report.get("versions") or {}
     device = report.get("placement", {}).get("result_device", "?")
-    lines = [f"TensorFlow {versions.get('tensorflow')} / Keras {versions.get('keras')} / "
+    backend = report.get("backend") or "tensorflow"
+    framework = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}.get(backend, backend)
+    lines = [f"{framework} {versions.get(backend)} / Keras {versions.get('keras')} / "
              f"Python {versions.get('python')} ({report.get('image', {}).get('variant') or 'no variant'})",
              f"device: {device}; GPUs: {len(report.get('gpus') or [])}; driver: {report.get('driver_version') or '-'}"]
     if t:
@@ -78,7 +80,7 @@ def summary(report: dict, report_written: bool = True, hidden_log_lines: int = 0
         if "input pipeline waited" not in said:  # the GPU line already says it when it matters
             lines.append(f"profile: {profile['line']}")
         lines.append(f"profile: steps {profile['steps'][0]}-{profile['steps'][1]} in "
-                     f"{profile.get('xplane') or profile['log_dir']}")
+                     f"{profile.get('xplane') or profile.get('trace') or profile['log_dir']}")
     status = report["status"].upper()
     if report.get("error"):
         lines.append(f"{report['error']['message']}")

@@ -1,4 +1,5 @@
-"""Single-host training with Keras fit(): one device or MirroredStrategy over several."""
+"""Single-host training with Keras fit(): one device, or the backend's distribution over several
+(MirroredStrategy on TensorFlow, DataParallel on JAX; PyTorch trains on one)."""
 
 from __future__ import annotations
 
@@ -7,43 +8,40 @@ import os
 import time
 
 from .. import gpu_monitor, gpu_verdict, profiling
-from .compile_options import choose_precision, jit_compile_arg
+from .compile_options import choose_precision
 from .console import log
-from .data import make_dataset, synthetic_images
+from .data import synthetic_images
 from .model import build_model
 from .report import write_json_atomically
 
 
 def choose_strategy(tf):
-    """MirroredStrategy over every logical GPU, or over logical CPUs (--logical-cpus) on a
-    host without GPUs; the default strategy on one device."""
-    logical_gpus = tf.config.list_logical_devices("GPU")
-    if len(logical_gpus) > 1:
-        return tf.distribute.MirroredStrategy()
-    logical_cpus = tf.config.list_logical_devices("CPU")
-    if not logical_gpus and len(logical_cpus) > 1:
-        return tf.distribute.MirroredStrategy(devices=[d.name for d in logical_cpus])
-    return tf.distribute.get_strategy()
+    """TensorFlow's strategy (backends.tensorflow.distribution, which the run uses)."""
+    from ..backends import tensorflow
+
+    return tensorflow.distribution(tf, None, None, []).strategy
 
 
-def train(tf, keras, args, report: dict, gpus: list) -> dict:
+def train(backend, fw, keras, args, report: dict, gpus: list) -> dict:
     precision = choose_precision(args, report["gpus"])
     keras.mixed_precision.set_global_policy(precision)
     keras.utils.set_random_seed(args.seed)
-    strategy = choose_strategy(tf)
-    replicas = strategy.num_replicas_in_sync
+    spread = backend.distribution(fw, keras, args, gpus)
+    if spread.note:
+        log(spread.note)
+    replicas = spread.replicas
     global_batch = args.batch_size * replicas
     images, labels = synthetic_images(args.samples, args.seed)
-    dataset = make_dataset(tf, images, labels, global_batch, args.seed)
     # A fixed number of optimizer steps, whatever the batch and the replica count: with
     # steps = samples // global batch, 8 replicas got 4 steps per epoch and a batch of 512
     # got 4, and both ended "did not learn" (accuracy 0.58 and 0.49) on a host that works.
     steps_per_epoch = args.steps_per_epoch
+    dataset = backend.make_dataset(fw, keras, images, labels, global_batch, args.seed, steps_per_epoch)
 
-    jit_compile, jit_setting, jit_reason = jit_compile_arg(args.jit_compile, keras, report["gpus"])
+    jit_compile, jit_setting, jit_reason = backend.jit_compile(args.jit_compile, keras, report["gpus"])
     if jit_reason:
         log(jit_reason)
-    with strategy.scope():
+    with spread.scope():
         model = build_model(keras)
         model.compile(optimizer=keras.optimizers.Adam(learning_rate=args.learning_rate),
                       loss="sparse_categorical_crossentropy", metrics=["accuracy"],
@@ -58,11 +56,13 @@ def train(tf, keras, args, report: dict, gpus: list) -> dict:
     # TensorBoard (tensorboard/gpu). Right after the timing: its epoch window closes before
     # the backup and TensorBoard write, which are not training steps.
     # Only the GPUs this run trains on (--visible-gpus): an idle neighbour is not underuse.
-    monitor = (gpu_monitor.monitor_class(keras)(tensorboard_dir, gpus=gpu_monitor.smi_indexes(gpus))
+    monitor = (gpu_monitor.monitor_class(keras)(
+        tensorboard_dir, gpus=gpu_monitor.smi_indexes_of_ordinals(backend.cuda_ordinals(gpus)))
                if gpus else None)
     # --profile: the profiler over a few steady steps (args.profile_steps), and their wall
     # time, against which the input pipeline's wait is read from the profile after fit().
     window = profiling.step_window_class(keras)(*args.profile_steps) if args.profile_steps else None
+    board = backend.training_callbacks(fw, keras, tensorboard_dir, args.profile_steps)
     callbacks = [
         timing,
         *([monitor] if monitor is not None else []),
@@ -72,16 +72,19 @@ def train(tf, keras, args, report: dict, gpus: list) -> dict:
         # log one epoch ahead, and the resumed run truncates it to the backup's epoch.
         progress,
         backup_callback(keras, backup_dir),
-        keras.callbacks.TensorBoard(log_dir=tensorboard_dir, update_freq="epoch",
-                                    profile_batch=args.profile_steps or 0),
+        # TensorBoard's epoch scalars and the profiler: Keras' TensorBoard callback on
+        # TensorFlow; tensorboard's own writer and the framework's profiler elsewhere.
+        *board,
     ]
     log(f"training: {args.epochs} epoch(s) x {steps_per_epoch} steps, global batch {global_batch}, "
-        f"{replicas} replica(s), precision {precision}" + (", resuming from backup" if resumed else "")
+        f"{replicas} replica(s), precision {precision}" + (f", on {backend.DISPLAY}" if backend.NAME != "tensorflow" else "")
+        + (", resuming from backup" if resumed else "")
         + (f", profiling steps {args.profile_steps[0]}-{args.profile_steps[1]}" if window is not None else ""))
     timing.fit_started = time.perf_counter()
     # shuffle=False: the tf.data pipeline shuffles itself (data.make_dataset), and fit()'s
     # default shuffle=True makes Keras 3 warn that it ignores it for a Dataset (tf.keras 2
-    # on TF 2.14/2.15 ignores it silently); the data are shuffled the same either way.
+    # on TF 2.14/2.15 ignores it silently); the data are shuffled the same either way. The
+    # PyDataset of JAX and PyTorch reshuffles itself each epoch too (backends.keras3_data).
     try:
         model.fit(dataset, epochs=args.epochs, steps_per_epoch=steps_per_epoch, verbose=0, callbacks=callbacks,
                   shuffle=False)
@@ -91,7 +94,7 @@ def train(tf, keras, args, report: dict, gpus: list) -> dict:
         # No profile analysis here: a signal must end the run at once.
         report["gpu_monitor"] = gpu_monitor_report(monitor)
         raise
-    report["profile"] = profile_report(window, args.profile_steps, tensorboard_dir)
+    report["profile"] = backend.profile_report(window, args.profile_steps, tensorboard_dir, board)
     report["gpu_monitor"] = gpu_monitor_report(monitor, (report["profile"] or {}).get("input_wait_fraction"))
     # Over the whole run, the epochs before a resume included (the log keeps them).
     losses = [e["loss"] for e in progress.epochs]
@@ -110,7 +113,8 @@ def train(tf, keras, args, report: dict, gpus: list) -> dict:
         "batch_size": args.batch_size, "global_batch_size": global_batch, "samples": args.samples,
         "steps_per_epoch": steps_per_epoch, "learning_rate": args.learning_rate,
         "mixed_precision": precision, "jit_compile": jit_setting, "jit_compile_reason": jit_reason,
-        "strategy": type(strategy).__name__, "replicas": replicas,
+        "strategy": spread.name, "replicas": replicas,
+        **({"distribution_note": spread.note} if spread.note else {}),
         "loss_per_epoch": losses, "accuracy_per_epoch": accuracies,
         "first_loss": first_loss, "final_loss": final_loss,
         "final_accuracy": accuracies[-1] if accuracies else None,
@@ -132,6 +136,11 @@ def gpu_monitor_report(monitor, input_wait_fraction: float | None = None) -> dic
                                                 interval_ms=result["interval_ms"],
                                                 input_wait_fraction=input_wait_fraction)
     return result
+
+
+def xspace_profile_report(window, steps, tensorboard_dir: str) -> dict | None:
+    """The profile of TensorFlow and JAX, both XSpace (`*.xplane.pb`): profile_report."""
+    return profile_report(window, steps, tensorboard_dir)
 
 
 def profile_report(window, steps, tensorboard_dir: str) -> dict | None:
