@@ -51,7 +51,8 @@ def test_the_framework_and_keras_are_the_matrix_versions(inventory, target):
     assert framework["name"] == v.backend
     # PyTorch's __version__ carries a local part naming its CUDA build (2.15.0+cu132).
     assert framework["version"].split("+")[0] == v.framework_version
-    assert inventory["dists"].get(v.framework_package) == v.framework_version
+    installed = {locks.normalize(name): version for name, version in inventory["dists"].items()}
+    assert installed.get(locks.normalize(v.framework_package)) == v.framework_version
     if v.backend == "tensorflow":
         assert inventory["tensorflow"] == v.tensorflow
     assert (inventory["tf_keras"] if v.keras_is_tf_keras else inventory["keras"]) == v.keras
