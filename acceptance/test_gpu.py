@@ -22,11 +22,18 @@ def test_nvidia_smi_inside_lists_the_gpus(docker, target):
     assert ("GPU 0:" in out) if target.variant.family == "cuda" else out.strip()
 
 
-def test_tensorflow_sees_a_gpu(docker, target):
+# How many GPUs the backend's framework sees, printed as the last line.
+COUNT_GPUS = {
+    "tensorflow": "import tensorflow as tf; g = tf.config.list_physical_devices('GPU'); print(len(g)); assert g",
+    "jax": "import jax; g = jax.devices('gpu'); print(len(g)); assert g",
+    "torch": "import torch; n = torch.cuda.device_count(); print(n); assert n and torch.cuda.is_available()",
+}
+
+
+def test_the_framework_sees_a_gpu(docker, target):
     python = "python3" if target.variant.family == "rocm" else "python"
     code, out, err = run_once(
-        docker, target.ref,
-        [python, "-c", "import tensorflow as tf; g = tf.config.list_physical_devices('GPU'); print(len(g)); assert g"],
+        docker, target.ref, [python, "-c", COUNT_GPUS[target.variant.backend]],
         **gpu_request.run_kwargs("all", target.variant.family))
     assert code == 0, err[-3000:]
     assert int(out.strip().splitlines()[-1]) >= 1

@@ -38,11 +38,28 @@ URL_LINE = re.compile(r"kerasenv: JupyterLab is up: (http://127\.0\.0\.1:(\d+)/l
 NAME_LINE = re.compile(r"kerasenv: (kerasenv-lab-\S+) runs in the background")
 MARKER = "KERASENV-NOTEBOOK "
 
-# The notebook's one cell: a tiny Keras model trained in the kernel, then one JSON line.
-# `from tensorflow import keras` is Keras 3 on TF >= 2.16 and tf.keras 2 on 2.14/2.15.
-CELL = f"""\
-import json, numpy as np, tensorflow as tf
+# The notebook's one cell: a tiny Keras model trained in the kernel, then one JSON line with the
+# devices the backend's framework lists, the loss, the backend Keras trained on and the framework's
+# version. Per backend, the first lines import it the way its users do: `from tensorflow import
+# keras` is Keras 3 on TF >= 2.16 and tf.keras 2 on 2.14/2.15; JAX and PyTorch: Keras 3 itself.
+CELL_IMPORTS = {
+    "tensorflow": """\
+import json, numpy as np, tensorflow as framework
 from tensorflow import keras
+devices = [[d.device_type, d.name] for d in framework.config.list_physical_devices()]
+""",
+    "jax": """\
+import json, numpy as np, jax as framework, keras
+devices = [[d.platform.upper(), str(d)] for d in framework.devices()] + \\
+    ([] if framework.default_backend() == "cpu" else [["CPU", str(d)] for d in framework.devices("cpu")])
+""",
+    "torch": """\
+import json, numpy as np, torch as framework, keras
+devices = [["CPU", "cpu"]] + [["GPU", framework.cuda.get_device_name(i)]
+                              for i in range(framework.cuda.device_count())]
+""",
+}
+CELL_TRAINING = f"""\
 rng = np.random.default_rng(0)
 x = rng.normal(size=(64, 8)).astype("float32")
 y = (x.sum(axis=1, keepdims=True) > 0).astype("float32")
@@ -51,12 +68,18 @@ model = keras.Sequential([keras.Input(shape=(8,)), keras.layers.Dense(8, activat
 model.compile(optimizer="adam", loss="binary_crossentropy")
 history = model.fit(x, y, epochs=2, batch_size=16, verbose=0)
 print("{MARKER}" + json.dumps({{
-    "devices": [[d.device_type, d.name] for d in tf.config.list_physical_devices()],
-    "loss": float(history.history["loss"][-1]), "tensorflow": tf.__version__}}))
+    "devices": devices, "loss": float(history.history["loss"][-1]),
+    "backend": keras.backend.backend(), "framework": framework.__version__}}))
 """
 
+
+def notebook_cell(variant) -> str:
+    return CELL_IMPORTS[variant.backend] + CELL_TRAINING
+
+
 # What the image holds: installed distributions, the pip constraints, `pip check`, and what
-# pip says when asked to move TensorFlow off its pin (offline: the constraint must answer).
+# pip says when asked to move the framework (TensorFlow, JAX or PyTorch) off its pin (offline:
+# the constraint must answer).
 IMAGE_PROBE = r"""
 import importlib.metadata as md, json, re, subprocess, sys
 norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
@@ -70,14 +93,17 @@ for line in open("/etc/kerasenv/constraints.txt"):
     if "==" in line:
         name, version = line.split("==", 1)
         constraints[norm(name)] = version.strip()
-tf = next((n for n in ("tensorflow", "tensorflow-cpu", "tensorflow-rocm") if n in dists), None)
-out = {"dists": dists, "constraints": constraints, "tf_dist": tf}
+import os
+backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+framework = next((n for n in ("tensorflow", "tensorflow-cpu", "tensorflow-rocm") if n in dists), None) \
+    if backend == "tensorflow" else (backend if backend in dists else None)
+out = {"dists": dists, "constraints": constraints, "framework_dist": framework}
 if len(sys.argv) > 1:
     check = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True)
-    move = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", f"{tf}<{dists[tf]}"],
+    move = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", f"{framework}<{dists[framework]}"],
                           capture_output=True, text=True)
     out.update(pip_check=[check.returncode, check.stdout + check.stderr],
-               move_tf=[move.returncode, move.stdout + move.stderr],
+               move_framework=[move.returncode, move.stdout + move.stderr],
                pip_conf=open("/etc/pip.conf").read())
 print(json.dumps(out))
 """
@@ -269,7 +295,7 @@ def test_a_notebook_trains_keras_in_the_kernel_and_is_saved_to_the_project(lab, 
     notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {
         "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
         "cells": [{"cell_type": "code", "id": "kerasenv-smoke", "metadata": {}, "execution_count": None,
-                   "outputs": [], "source": CELL}]}
+                   "outputs": [], "source": notebook_cell(target.variant)}]}
     created = api_json(lab, "PUT", "api/contents/smoke.ipynb",
                        {"type": "notebook", "format": "json", "content": notebook})
     assert created["type"] == "notebook" and created["path"] == "smoke.ipynb"
@@ -278,7 +304,7 @@ def test_a_notebook_trains_keras_in_the_kernel_and_is_saved_to_the_project(lab, 
     try:
         assert session["kernel"]["name"] == "python3"
         started = time.monotonic()
-        outputs, count = execute(lab, session["kernel"]["id"], CELL)
+        outputs, count = execute(lab, session["kernel"]["id"], notebook_cell(target.variant))
         seconds = time.monotonic() - started
         errors = [o for o in outputs if o["output_type"] == "error"]
         assert not errors, "\n".join(errors[0]["traceback"])
@@ -289,7 +315,9 @@ def test_a_notebook_trains_keras_in_the_kernel_and_is_saved_to_the_project(lab, 
         types = [t for t, _ in result["devices"]]
         assert types and "CPU" in types, result
         assert math.isfinite(result["loss"]), result
-        assert result["tensorflow"] == target.variant.tensorflow
+        assert result["backend"] == target.variant.backend
+        # PyTorch's __version__ may carry its CUDA build as a local part (2.15.0+cu132).
+        assert result["framework"].split("+")[0] == target.variant.framework_version
         with capsys.disabled():
             gpus = [n for t, n in result["devices"] if t == "GPU"]
             print(f"\n[lab] {target.variant.id}: the notebook trained in {seconds:.1f} s, loss {result['loss']:.4f}, "
@@ -308,7 +336,7 @@ def test_a_notebook_trains_keras_in_the_kernel_and_is_saved_to_the_project(lab, 
     st = on_host.stat()
     assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid()), "the server should run as the invoking user"
     written = json.loads(on_host.read_text())
-    assert written["nbformat"] == 4 and "".join(written["cells"][0]["source"]) == CELL
+    assert written["nbformat"] == 4 and "".join(written["cells"][0]["source"]) == notebook_cell(target.variant)
     # nbformat stores multi-line strings as lists of lines on disk
     texts = [o.get("text", "") for o in written["cells"][0]["outputs"]]
     assert MARKER in "".join("".join(t) if isinstance(t, list) else t for t in texts)
@@ -394,8 +422,9 @@ def test_jupyter_image_labels(jupyter_image, image, target, matrix):
     assert labels["io.kerasenv.jupyterlab"] == matrix.jupyter.jupyterlab
     assert labels["org.opencontainers.image.version"] == f"{target.variant.id}-jupyter"
     assert labels["org.opencontainers.image.title"] == f"kerasenv {target.variant.id}-jupyter"
-    # What the variant's labels say about TensorFlow and its stack still holds.
-    for key in ("variant", "family", "tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "min-driver"):
+    # What the variant's labels say about its framework and its stack still holds.
+    backend = target.variant.backend
+    for key in ("variant", "family", "backend", backend, "keras", "python", "cuda", "cudnn", "nccl", "min-driver"):
         assert labels.get(f"io.kerasenv.{key}") == base.get(f"io.kerasenv.{key}"), key
     assert "io.kerasenv.flavour" not in base
     assert jupyter_image.attrs["Config"]["ExposedPorts"] == {"8888/tcp": {}}
@@ -425,19 +454,20 @@ def test_the_variant_pins_still_hold_under_jupyterlab(probes, target, matrix):
     # The variant's pins are all still constraints, at the same versions.
     lost = {n: (v, lab["constraints"].get(n)) for n, v in base["constraints"].items() if lab["constraints"].get(n) != v}
     assert base["constraints"] and lost == {}
-    # Nothing the variant had changed version; TensorFlow is the matrix's.
+    # Nothing the variant had changed version; the framework is the matrix's.
     changed = {n: (v, lab["dists"].get(n)) for n, v in base["dists"].items() if lab["dists"].get(n) != v}
     assert changed == {}
-    tf = base["tf_dist"]
-    assert tf and lab["tf_dist"] == tf and lab["dists"][tf] == base["dists"][tf] == target.variant.tensorflow
+    framework = base["framework_dist"]
+    assert framework == target.variant.framework_package and lab["framework_dist"] == framework
+    assert lab["dists"][framework] == base["dists"][framework] == target.variant.framework_version
     # Every installed distribution is at its constrained version, JupyterLab's included.
     off_pin = {n: (v, lab["constraints"][n]) for n, v in lab["dists"].items()
                if n in lab["constraints"] and lab["constraints"][n] != v}
     assert off_pin == {}
     assert lab["dists"]["jupyterlab"] == matrix.jupyter.jupyterlab
-    # And a notebook's `pip install` cannot move TensorFlow: pip answers with the constraint.
-    code, text = lab["move_tf"]
-    assert code != 0 and f"(constraint) {tf}=={target.variant.tensorflow}" in text, text[-2000:]
+    # And a notebook's `pip install` cannot move the framework: pip answers with the constraint.
+    code, text = lab["move_framework"]
+    assert code != 0 and f"(constraint) {framework}=={target.variant.framework_version}" in text, text[-2000:]
 
 
 def test_the_jupyter_layer_adds_exactly_the_jupyter_lock(probes, target):

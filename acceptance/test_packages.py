@@ -31,7 +31,7 @@ def test_nothing_unlocked_besides_the_venv_tooling(inventory, target):
 
 
 def test_vendored_distributions_are_setuptools_own_and_setuptools_is_locked(inventory, target):
-    """setuptools (a locked TensorFlow dependency) vendors its own dependencies under
+    """setuptools (a locked dependency: TensorFlow's, TensorBoard's) vendors its own dependencies under
     setuptools/_vendor; the inventory lists them apart. Only setuptools may do that, and
     only a setuptools the lock names."""
     site = f"/opt/venv/lib/python{target.variant.python}/site-packages/"
@@ -41,10 +41,27 @@ def test_vendored_distributions_are_setuptools_own_and_setuptools_is_locked(inve
         assert "setuptools" in locked(target.variant)
 
 
-def test_tensorflow_and_keras_are_the_matrix_versions(inventory, target):
+def test_the_framework_and_keras_are_the_matrix_versions(inventory, target):
+    """The backend's framework as the image imports it (TensorFlow, JAX or PyTorch per
+    KERAS_BACKEND) is the matrix release, KERAS_BACKEND is the matrix backend, and the
+    distribution carrying the framework is installed at that release."""
     v = target.variant
-    assert inventory["tensorflow"] == v.tensorflow
+    assert inventory["backend"] == v.backend
+    framework = inventory["framework"]
+    assert framework["name"] == v.backend
+    # PyTorch's __version__ carries a local part naming its CUDA build (2.15.0+cu132).
+    assert framework["version"].split("+")[0] == v.framework_version
+    installed = {locks.normalize(name): version for name, version in inventory["dists"].items()}
+    assert installed.get(locks.normalize(v.framework_package)) == v.framework_version
+    if v.backend == "tensorflow":
+        assert inventory["tensorflow"] == v.tensorflow
     assert (inventory["tf_keras"] if v.keras_is_tf_keras else inventory["keras"]) == v.keras
+
+
+def test_keras_backend_is_set_to_the_matrix_backend(inventory, target):
+    """Every image sets KERAS_BACKEND, TensorFlow ones too: Keras 3 would otherwise read
+    ~/.keras/keras.json, which a user's mounted HOME may set to another backend."""
+    assert inventory["env"].get("KERAS_BACKEND") == target.variant.backend
 
 
 def test_pip_check_is_clean(box):

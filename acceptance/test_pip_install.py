@@ -38,12 +38,13 @@ def other_version(version: str) -> str:
 @pytest.fixture(scope="module")
 def wheels(target):
     """A folder, readable by any UID, holding the demo wheel, a stand-in for the variant's
-    TensorFlow package at another version, and a wheel that needs numpy>=99."""
+    framework package (tensorflow-cpu, tensorflow, jax or torch) at another version, and a
+    wheel that needs numpy>=99."""
     with tempfile.TemporaryDirectory(prefix="kerasenv-wheels-") as folder:
         path = Path(folder)
         local_wheels.wheel(path, local_wheels.DEMO, "1.0")
-        local_wheels.wheel(path, target.variant.tensorflow_package, other_version(target.variant.tensorflow),
-                           module="tf_standin")
+        local_wheels.wheel(path, target.variant.framework_package, other_version(target.variant.framework_version),
+                           module="framework_standin")
         local_wheels.wheel(path, "wants-new-numpy", "1.0", requires=[f"numpy>={NUMPY_FLOOR}"])
         os.chmod(path, 0o755)
         yield path
@@ -89,17 +90,21 @@ def test_pip_install_of_a_local_wheel_then_import_works(docker, target, wheels, 
     assert result["gid"] == 0
 
 
-def test_replacing_the_pinned_tensorflow_is_refused_and_tensorflow_stays(docker, target, wheels):
+def test_replacing_the_pinned_framework_is_refused_and_the_framework_stays(docker, target, wheels):
+    """TensorFlow, JAX or PyTorch: the package the backend trains on (its module has the
+    backend's name: tensorflow, jax, torch)."""
     v = target.variant
-    standin = f"{v.tensorflow_package}=={other_version(v.tensorflow)}"
+    standin = f"{v.framework_package}=={other_version(v.framework_version)}"
     script = (f"{PIP} {shlex.quote(standin)}; echo PIP_EXIT=$?; "
-              "python -c 'import tensorflow as tf; print(\"TF_VERSION\", tf.__version__)'")
+              f"python -c 'import {v.backend} as framework; print(\"FRAMEWORK_VERSION\", framework.__version__)'")
     code, out = in_fresh_container(docker, target, wheels, script, environment={"TF_CPP_MIN_LOG_LEVEL": "3"})
     assert code == 0, out[-3000:]
     pip_exit = int(re.search(r"PIP_EXIT=(\d+)", out).group(1))
     assert pip_exit != 0, out[-3000:]
-    assert f"The user requested (constraint) {v.tensorflow_package}=={v.tensorflow}" in out, out[-3000:]
-    assert f"TF_VERSION {v.tensorflow}" in out, out[-3000:]
+    assert f"The user requested (constraint) {v.framework_package}=={v.framework_version}" in out, out[-3000:]
+    # PyTorch's __version__ may carry its CUDA build as a local part (2.15.0+cu132).
+    seen = re.search(r"FRAMEWORK_VERSION (\S+)", out)
+    assert seen and seen.group(1).split("+")[0] == v.framework_version, out[-3000:]
 
 
 def test_a_wheel_needing_a_newer_numpy_is_refused(docker, target, wheels):
@@ -115,11 +120,11 @@ def test_a_wheel_needing_a_newer_numpy_is_refused(docker, target, wheels):
 def test_the_documented_bypass_pip_config_file_dev_null_lifts_the_pins(docker, target, wheels):
     """What /etc/pip.conf tells a user who means it: PIP_CONFIG_FILE=/dev/null."""
     v = target.variant
-    script = (f"PIP_CONFIG_FILE=/dev/null {PIP} --no-deps {v.tensorflow_package}=={other_version(v.tensorflow)} "
-              f"&& pip show {v.tensorflow_package}")
+    script = (f"PIP_CONFIG_FILE=/dev/null {PIP} --no-deps {v.framework_package}=={other_version(v.framework_version)} "
+              f"&& pip show {v.framework_package}")
     code, out = in_fresh_container(docker, target, wheels, script)
     assert code == 0, out[-3000:]
-    assert f"Version: {other_version(v.tensorflow)}" in out
+    assert f"Version: {other_version(v.framework_version)}" in out
 
 
 def test_pip_conf_points_every_pip_at_the_constraints(box):
@@ -129,12 +134,12 @@ def test_pip_conf_points_every_pip_at_the_constraints(box):
     assert "global.no-cache-dir='true'" in out
 
 
-def test_constraints_pin_the_variants_tensorflow_and_every_line_is_name_eq_version(box, target):
+def test_constraints_pin_the_variants_framework_and_every_line_is_name_eq_version(box, target):
     code, text = box.exec(["cat", "/etc/kerasenv/constraints.txt"])
     assert code == 0, text
     lines = text.splitlines()
     v = target.variant
-    assert f"{v.tensorflow_package}=={v.tensorflow}" in lines
+    assert f"{v.framework_package}=={v.framework_version}" in lines
     bad = [line for line in lines if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+", line)]
     assert bad == [], "not name==version"
     in_image = {locks.normalize(line.split("==")[0]): line.split("==")[1] for line in lines}

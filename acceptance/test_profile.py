@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from .conftest import run_once
 
 FAMILIES = {"cpu", "cuda"}  # ROCm: AMD's image, no plugin of ours
@@ -35,12 +37,21 @@ def test_the_smoke_profile_is_listed_by_tensorboards_profile_plugin_with_its_too
     assert code == 0, (out[-2000:], err[-3000:])
     report = json.loads((writable_dir / "prof" / "report.json").read_text())
     profile = report["profile"]
-    assert profile["steps"] == [35, 40] and profile["timed_steps"] == 4 and profile["get_next_calls"] == 6
+    assert profile["steps"] == [35, 40] and profile["timed_steps"] == 4
     assert profile["xplane"].startswith("/workspace/runs/prof/tensorboard/") and profile["xplane"].endswith(".xplane.pb")
     host_xplane = writable_dir / Path(profile["xplane"]).relative_to("/workspace/runs")
     assert host_xplane.stat().st_size > 10_000
-    assert 0 <= profile["input_wait_fraction"] <= 1 and profile["step_ms"] > 0
-    assert profile["input_status"] in ("input-ok", "input-bound")
+    assert profile["step_ms"] > 0
+    if target.variant.backend == "tensorflow":
+        # tf.data's Iterator::Root events time the input wait: 6 calls in steps 35-40.
+        assert profile["get_next_calls"] == 6
+        assert 0 <= profile["input_wait_fraction"] <= 1
+        assert profile["input_status"] in ("input-ok", "input-bound")
+    else:
+        # JAX and PyTorch feed a PyDataset, which the trace has no iterator events for: the
+        # report must say the input wait was not measured, not make a figure up.
+        assert (profile["get_next_calls"], profile["input_wait_fraction"], profile["input_status"]) == \
+            (None, None, "not-measured"), profile
     assert f"[smoke]   profile: {profile['line']}" in err
     assert "Profiler session" not in err  # the profiler's own lines are start-up noise to the terminal
 
@@ -53,6 +64,9 @@ def test_the_smoke_profile_is_listed_by_tensorboards_profile_plugin_with_its_too
 
 
 def test_a_slow_tf_data_map_is_input_bound_and_a_fast_one_is_not(docker, target, writable_dir):
+    if target.variant.backend != "tensorflow":
+        pytest.skip("a tf.data pipeline and its Iterator::Root events in the profile: TF images only "
+                    f"(this image trains on {target.variant.backend}, with no TensorFlow)")
     code, out, err = run_once(
         docker, target.ref, ["python", "/script/input_pipeline.py"], network_mode="none", shm_size="1g",
         volumes={str(SCRIPT): {"bind": "/script", "mode": "ro"}, str(writable_dir): {"bind": "/out", "mode": "rw"}})

@@ -22,7 +22,8 @@ def test_workspace_is_the_working_directory(image, host):
     assert host.file("/workspace").user == "keras"
 
 
-def test_arbitrary_uid_imports_tensorflow_and_writes_the_smoke_output(docker, target):
+def test_arbitrary_uid_imports_the_framework_and_writes_the_smoke_output(docker, target):
+    """The smoke imports the image's framework (TensorFlow, JAX or PyTorch) and trains."""
     run_id = f"uid-{uuid.uuid4().hex[:6]}"
     python = "python3" if target.variant.family == "rocm" else "python"
     script = (f"{python} /opt/kerasenv/smoke_train.py --run-id {run_id} "

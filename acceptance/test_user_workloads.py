@@ -19,7 +19,11 @@ def test_default_command_offline_trains_and_writes_a_valid_report(default_comman
     report = default_command_run.report()
     assert (report["status"], report["exit_code"]) == ("ok", 0)
     assert report["verdict"]["learned"] is True and report["verdict"]["finite"] is True
-    assert report["versions"]["tensorflow"] == target.variant.tensorflow
+    # The smoke names its backend and the framework's version under the backend's name
+    # (versions.tensorflow on a TF image, versions.jax, versions.torch).
+    versions = report["versions"]
+    assert versions["backend"] == target.variant.backend, versions
+    assert versions[target.variant.backend].split("+")[0] == target.variant.framework_version, versions
     assert report["versions"]["keras"] == target.variant.keras
     assert report["image"] == {"variant": target.variant.id, "family": target.variant.family}
     assert report["build_info"]["is_cuda_build"] is (target.variant.family == "cuda")
@@ -34,6 +38,7 @@ def test_user_script_trains_saves_and_reloads_as_an_arbitrary_uid_on_a_read_only
     assert code == 0, (out[-2000:], err[-3000:])
     result = json.loads(out.strip().splitlines()[-1])
     assert (result["uid"], result["gid"]) == (23456, 0)
+    assert result["backend"] == target.variant.backend
     assert result["val_accuracy"] >= 0.9 and result["reload_max_diff"] < 1e-5
     assert {"model.keras", "best.weights.h5", "history.csv"} <= set(result["files"])
     assert {p.stat().st_uid for p in writable_dir.iterdir()} == {23456}

@@ -1,4 +1,5 @@
-"""A user's own Keras script with kerasenv's GpuMonitor (what the README shows), run by
+"""A user's own Keras script with kerasenv's GpuMonitor (what the README shows), on the image's
+Keras backend (tf.keras 2, or Keras 3 on TensorFlow, JAX or PyTorch), run by
 acceptance/test_gpu_monitor.py: `python fit.py LOG_DIR`. Prints one JSON line: the
 monitor's per-epoch numbers, what it reported, and the processes still running under
 this one after fit() (nvidia-smi must not be among them)."""
@@ -9,10 +10,14 @@ import sys
 import time
 
 import numpy as np
-import tensorflow as tf
 from kerasenv_image import GpuMonitor  # no path set-up: the image's .pth file has it
 
-keras = tf.keras if tuple(int(p) for p in tf.__version__.split(".")[:2]) < (2, 16) else __import__("keras")
+if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+    import tensorflow as tf
+
+    keras = tf.keras if tuple(int(p) for p in tf.__version__.split(".")[:2]) < (2, 16) else __import__("keras")
+else:
+    import keras  # Keras 3 on JAX or PyTorch: no TensorFlow in the image
 log_dir = sys.argv[1]
 
 

@@ -36,8 +36,15 @@ def paced_monitor_class(keras):
 gpu_monitor.monitor_class = paced_monitor_class
 
 
-def train_as_if_on_gpu_0(tf, keras, args, report, gpus):
-    return training.train(tf, keras, args, report, [SimpleNamespace(name="/physical_device:GPU:0")])
+# GPU 0 as each backend's device list shows it: TensorFlow's PhysicalDevice has a name, JAX's
+# Device an id, a platform and a kind, PyTorch's device an index.
+FAKE_GPU_0 = SimpleNamespace(name="/physical_device:GPU:0", id=0, index=0, platform="gpu", device_kind="GPU 0")
+
+
+def train_as_if_on_gpu_0(backend, fw, keras, args, report, gpus):
+    # The backend seam (kerasenv_image.backends) and its framework module pass through untouched:
+    # only the GPU list is made up, on TensorFlow, JAX and PyTorch alike.
+    return training.train(backend, fw, keras, args, report, [FAKE_GPU_0])
 
 
 main.train = train_as_if_on_gpu_0

@@ -1,6 +1,9 @@
-"""A user's own Keras script, as people write them: functional API, tf.data, callbacks,
-save and reload. The acceptance suite runs it in every image (Keras 3 and tf.keras 2) as
-an arbitrary UID on a read-only root file system, with only OUT_DIR writable.
+"""A user's own Keras script, as people write them: functional API, an input pipeline,
+callbacks, save and reload. The acceptance suite runs it in every image (Keras 3 on TensorFlow,
+JAX and PyTorch, and tf.keras 2) as an arbitrary UID on a read-only root file system, with only
+OUT_DIR writable. The input pipeline is what a user of that backend writes: tf.data on
+TensorFlow, Keras 3's backend-neutral keras.utils.PyDataset on JAX and PyTorch (no TensorFlow
+there).
 
 Prints one JSON line with what it measured; exits non-zero when anything is off.
 """
@@ -10,12 +13,17 @@ import os
 import sys
 
 import numpy as np
-import tensorflow as tf
 
-if tuple(int(p) for p in tf.__version__.split(".")[:2]) >= (2, 16):
-    import keras
+BACKEND = os.environ.get("KERAS_BACKEND", "tensorflow")
+if BACKEND == "tensorflow":
+    import tensorflow as tf
+
+    if tuple(int(p) for p in tf.__version__.split(".")[:2]) >= (2, 16):
+        import keras
+    else:
+        keras = tf.keras  # tf.keras 2 on TF 2.14/2.15
 else:
-    keras = tf.keras  # tf.keras 2 on TF 2.14/2.15
+    import keras
 
 out_dir = os.environ.get("OUT_DIR", "/out")
 keras.utils.set_random_seed(7)
@@ -28,10 +36,36 @@ features = centres[labels] + rng.normal(0, 1, size=(2048, 16)).astype("float32")
 
 
 def dataset(x, y, shuffle):
+    if BACKEND != "tensorflow":
+        return Batches(x, y, shuffle)
     ds = tf.data.Dataset.from_tensor_slices((x, y))
     if shuffle:
         ds = ds.shuffle(len(x), seed=7)
     return ds.map(lambda a, b: (a * 0.5, b), num_parallel_calls=tf.data.AUTOTUNE).batch(64).prefetch(2)
+
+
+if BACKEND != "tensorflow":
+    class Batches(keras.utils.PyDataset):
+        """The same pipeline as the tf.data one: scaled features in batches of 64, reshuffled
+        each epoch when asked."""
+
+        def __init__(self, x, y, shuffle):
+            super().__init__()
+            self.x, self.y, self.shuffle = x, y, shuffle
+            self.order = np.arange(len(x))
+            self.shuffler = np.random.default_rng(7)
+            self.on_epoch_end()
+
+        def __len__(self):
+            return -(-len(self.x) // 64)
+
+        def __getitem__(self, index):
+            rows = self.order[index * 64:(index + 1) * 64]
+            return self.x[rows] * 0.5, self.y[rows]
+
+        def on_epoch_end(self):
+            if self.shuffle:
+                self.shuffler.shuffle(self.order)
 
 
 train_ds = dataset(features[:1536], labels[:1536], True)
@@ -64,7 +98,8 @@ diff = float(np.max(np.abs(model.predict(probe, verbose=0) - reloaded.predict(pr
 reloaded.load_weights(checkpoint)  # the best epoch's weights load into the reloaded model
 val_accuracy = float(history.history["val_accuracy"][-1])
 
-result = {"epochs": len(history.history["loss"]), "val_accuracy": val_accuracy, "reload_max_diff": diff,
+# keras.backend.backend() is what Keras trained on (tf.keras 2 has it too: "tensorflow").
+result = {"backend": keras.backend.backend(), "epochs": len(history.history["loss"]), "val_accuracy": val_accuracy, "reload_max_diff": diff,
           "files": sorted(os.listdir(out_dir)), "uid": os.getuid(), "gid": os.getgid()}
 print(json.dumps(result))
 sys.exit(0 if val_accuracy >= 0.9 and diff < 1e-5 and os.path.exists(checkpoint) else 1)
