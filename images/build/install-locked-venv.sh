@@ -26,6 +26,18 @@ if [ -n "$problems" ]; then
   exit 1
 fi
 
+# NVIDIA wheels a backend needs beyond the shared CUDA stack (JAX: NVSHMEM, CCCL) leave the
+# venv for /opt/cuda-extras/nvidia, which the runtime copies root-owned into
+# site-packages/nvidia (the CUDA layer's folder): like the CUDA stack's wheels, nothing the
+# image user runs can rewrite them, and the venv's layer (owned by the user, see below) does
+# not take site-packages/nvidia over. Always created, so the runtime's COPY has a source in
+# every variant. Their dist-info stays in the venv, for pip's view of what is installed.
+mkdir -p /opt/cuda-extras/nvidia
+if [ -d "$site_packages"/nvidia ]; then
+  mv "$site_packages"/nvidia/* /opt/cuda-extras/nvidia/
+  rmdir "$site_packages"/nvidia
+fi
+
 # tensorflow/include (C++ headers, ~290 MB) only serves compiling custom ops, which
 # needs a compiler toolchain this image does not carry; it is left out.
 rm -rf "$site_packages"/tensorflow/include
