@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from kerasenv_image.probes import gpu_libraries
+from kerasenv_image.probes import gpu_libraries, loading
 
 from .conftest import run_once
 
@@ -86,7 +86,7 @@ def test_libraries_tensorflow_and_cudnn_open_later_load_by_soname(probe, target,
 def test_cudnn_sublibraries_match_the_cudnn_major(probe, target):
     cudnn_major = target.variant.cudnn.split(".")[0]
     assert probe["cudnn_major"] == cudnn_major
-    assert list(probe["later"]["cudnn"]) == list(gpu_libraries.CUDNN_SUBLIBRARIES[cudnn_major])
+    assert list(probe["later"]["cudnn"]) == list(loading.CUDNN_SUBLIBRARIES[cudnn_major])
 
 
 def test_check_passes_under_an_arbitrary_uid_with_group_0(docker, target):

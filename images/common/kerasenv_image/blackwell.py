@@ -4,7 +4,7 @@ TF's XLA takes its PTX version from the CUDA TF was built with (8.5 for TF 2.21)
 LLVM needs PTX 8.6 for sm_100 and 8.7 for sm_120, and aborts the whole process there
 ("LLVM ERROR: PTX version 8.5 does not support target 'sm_120'",
 tensorflow/tensorflow#111958). So the smoke training turns XLA off on these GPUs
-(smoke.compile_options), the bench skips its XLA rows (bench.capabilities), and
+(backends.tensorflow), the bench skips its XLA rows (bench.capabilities), and
 `kerasenv doctor` on the host warns (src/kerasenv/host/blackwell.py, which imports this
 module): one line drawn in one place.
 """

@@ -178,3 +178,15 @@ def input_wait(log_dir: str, window, *, xplane: str | None = None, analyser=anal
     result["wait_ms_per_step"] = root["total_ms"] / root["calls"]
     result["input_wait_fraction"] = min(1.0, result["wait_ms_per_step"] / result["step_ms"])
     return dict(result, line=gpu_verdict.input_line(result["input_wait_fraction"]))
+
+
+def xspace_profile_report(window, steps, tensorboard_dir: str) -> dict | None:
+    """report.json's profile (--profile) on TensorFlow and JAX, both XSpace (`*.xplane.pb`):
+    where the profile is, and the input wait it shows."""
+    if window is None:
+        return None
+    found = input_wait(tensorboard_dir, window)
+    fraction = found["input_wait_fraction"]
+    return {"steps": list(steps), "log_dir": tensorboard_dir, **found,
+            "input_status": gpu_verdict.input_status(fraction) if fraction is not None else "not-measured",
+            "view": "TensorBoard over this run's tensorboard/ folder: Profile tab (trace viewer, input pipeline)"}

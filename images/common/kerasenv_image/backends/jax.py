@@ -14,6 +14,7 @@ import logging
 import os
 import re
 
+from ..profiling import xspace_profile_report
 from ..smoke.errors import EXIT_OOM, EXIT_USAGE, SmokeFailure, classify_runtime_error, disk_full, is_disk_full
 from . import keras3_data
 
@@ -237,8 +238,6 @@ def training_callbacks(jax, keras, tensorboard_dir: str, profile_steps) -> list:
 
 
 def profile_report(window, steps, tensorboard_dir: str, callbacks: list) -> dict | None:
-    from ..smoke.training import xspace_profile_report
-
     report = xspace_profile_report(window, steps, tensorboard_dir)
     hooks = [c for c in callbacks if hasattr(c, "_start")]
     if report is not None and hooks and hooks[0].error:

@@ -8,8 +8,10 @@ MirroredStrategy over several devices, tf.data for the input, Keras' TensorBoard
 
 from __future__ import annotations
 
-
+from ..blackwell import is_blackwell
+from ..profiling import xspace_profile_report
 from ..smoke.errors import EXIT_OOM, EXIT_USAGE, SmokeFailure, classify_tf_error, disk_full, is_disk_full
+from .keras_release import keras_version
 
 NAME = "tensorflow"
 DISPLAY = "TensorFlow"
@@ -129,10 +131,27 @@ def make_dataset(tf, keras, images, labels, global_batch: int, seed: int, steps_
     return tf_data_pipeline(tf, images, labels, global_batch, seed)
 
 
-def jit_compile(choice: str, keras, gpus: list[dict]):
-    from ..smoke.compile_options import jit_compile_arg
+# On Blackwell, TensorFlow's XLA aborts the whole process (kerasenv_image.blackwell says
+# why), so "auto" means XLA off there. TensorFlow only: JAX's and PyTorch's choices are
+# their backend modules' jit_compile().
+def xla_blocker(gpus: list[dict]) -> str | None:
+    """Why XLA must stay off on these GPUs, or None."""
+    for gpu in gpus:
+        cc = gpu.get("compute_capability")
+        if cc and is_blackwell(cc):
+            return (f"{gpu.get('name')} is a Blackwell GPU (compute capability {cc}): this TensorFlow's "
+                    "XLA cannot emit PTX for it (tensorflow/tensorflow#111958)")
+    return None
 
-    return jit_compile_arg(choice, keras, gpus)
+
+def jit_compile(choice: str, keras, gpus: list[dict]):
+    """(value for Model.compile, the effective setting, why it was changed or None)."""
+    if choice == "auto":
+        blocker = xla_blocker(gpus)
+        if blocker:
+            return False, "off", blocker + "; jit_compile turned off (pass --jit-compile on to force it)"
+        return ("auto" if keras_version(keras).startswith("3.") else None), "auto", None
+    return choice == "on", choice, None
 
 
 def training_callbacks(fw, keras, tensorboard_dir: str, profile_steps) -> list:
@@ -142,8 +161,6 @@ def training_callbacks(fw, keras, tensorboard_dir: str, profile_steps) -> list:
 
 
 def profile_report(window, steps, tensorboard_dir: str, callbacks: list) -> dict | None:
-    from ..smoke.training import xspace_profile_report
-
     return xspace_profile_report(window, steps, tensorboard_dir)
 
 

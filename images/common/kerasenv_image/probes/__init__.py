@@ -6,7 +6,8 @@ one JSON line of what the image holds or can do, for the host to judge.
   libraries (jax_libraries); what `import torch` maps and opens later (torch_libraries); ptxas
   for sm_100a/sm_120a (ptxas) for JAX and PyTorch. `--devices` / `--devices-only` list the GPUs
   (`kerasenv doctor --container`, acceptance/test_tf_gpu_libraries.py,
-  acceptance/test_backend_gpu_libraries.py).
+  acceptance/test_backend_gpu_libraries.py). The dlopen, /proc/self/maps and soname
+  tables the three share are `loading` (no probe of its own).
 - inventory: OS, Python, TensorFlow/Keras, installed distributions, user, environment
   (the acceptance suite's `inventory` fixture).
 - cuda_audit: which cuDNN/cuBLAS the loader resolves for TensorFlow, every copy on disk,

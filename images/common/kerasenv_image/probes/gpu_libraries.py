@@ -13,7 +13,7 @@ Run in the image as `python -m kerasenv_image.probes.gpu_libraries` (by `kerasen
 --container` and the acceptance suite), it prints one JSON line; with `--devices` it also
 lists TensorFlow's physical GPUs and nvidia-smi -L, and with `--devices-only` it lists
 only those (every family). TensorFlow is imported inside check(), after stderr is
-captured, so importing this module (the host does, for CUDNN_SUBLIBRARIES) is cheap.
+captured, so importing this module (the host does, for its name) is cheap.
 
 The backend is KERAS_BACKEND's (or `--backend NAME`): tensorflow (this module's check()),
 jax (jax_libraries: what JAX's CUDA plugin loads, and ptxas) or torch (torch_libraries:
@@ -33,7 +33,8 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
+
+from .loading import CUDNN_SUBLIBRARIES, capture_stderr, dlopen, mapped_libraries
 
 # The mangled name of TryDlopenCUDALibraries(): tsl:: since TF 2.12 (tsl/platform/default/
 # dso_loader.cc); tensorflow:: in older releases.
@@ -42,13 +43,6 @@ SYMBOLS = (
     "_ZN10tensorflow8internal9DsoLoader22TryDlopenCUDALibrariesEv",
 )
 
-# cuDNN loads its sub-libraries on first use, not at dlopen of libcudnn.so.N.
-CUDNN_SUBLIBRARIES = {
-    "8": ("libcudnn_ops_infer.so.8", "libcudnn_ops_train.so.8", "libcudnn_cnn_infer.so.8",
-          "libcudnn_cnn_train.so.8", "libcudnn_adv_infer.so.8", "libcudnn_adv_train.so.8"),
-    "9": ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9",
-          "libcudnn_heuristic.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9", "libcudnn_adv.so.9"),
-}
 _LOG_LINE = re.compile(r"(Could not load dynamic library|Successfully opened dynamic library|Cannot dlopen)")
 
 
@@ -82,74 +76,10 @@ def expected_libraries(cuda_major: str, cudnn_major: str, lib_files: list[str]) 
     return groups
 
 
-def mapped_libraries() -> dict[str, str]:
-    """basename -> path of every shared object mapped into this process."""
-    out: dict[str, str] = {}
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
-            if ".so" in path and path.startswith("/"):
-                out.setdefault(os.path.basename(path), path)
-    return out
-
-
-class _LinkMap(ctypes.Structure):
-    _fields_ = [("l_addr", ctypes.c_void_p), ("l_name", ctypes.c_char_p)]
-
-
-def loaded_path(handle: int) -> str | None:
-    """The file the dynamic loader opened for a dlopen handle (dlinfo RTLD_DI_LINKMAP)."""
-    libc = ctypes.CDLL(None)
-    link_map = ctypes.POINTER(_LinkMap)()
-    if libc.dlinfo(ctypes.c_void_p(handle), 2, ctypes.byref(link_map)) != 0:  # 2: RTLD_DI_LINKMAP
-        return None
-    name = link_map.contents.l_name
-    return os.path.realpath(name.decode()) if name else None
-
-
-def dlopen(soname: str) -> dict:
-    """Load a library by soname through the loader's normal search, as TF and cuDNN do."""
-    try:
-        handle = ctypes.CDLL(soname)._handle
-    except OSError as exc:
-        return {"ok": False, "error": str(exc)}
-    return {"ok": True, "path": loaded_path(handle)}
-
-
-def dlopen_or_wheel(soname: str, site: str | None) -> dict:
-    """By soname; failing that, by path from the pip wheels' lib dirs (nvidia/*/lib,
-    nvidia/cu13/lib), as JAX's plugin and torch's _preload_cuda_deps do on a host venv, where
-    no ld.so.conf entry names those dirs. `how` says which way it loaded."""
-    result = dlopen(soname)
-    if result["ok"] or not site:
-        return {**result, "how": "soname"} if result["ok"] else result
-    for path in sorted(glob.glob(os.path.join(site, "nvidia", "**", soname), recursive=True)):
-        by_path = dlopen(path)
-        if by_path["ok"]:
-            return {**by_path, "how": "path"}
-    return result
-
-
-def _capture_stderr():
-    """Point fd 2 at a temp file (TF's C++ logging writes there); return (restore, read)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    log = tempfile.TemporaryFile(mode="w+b")
-    os.dup2(log.fileno(), 2)
-
-    def restore() -> str:
-        os.dup2(saved, 2)
-        os.close(saved)
-        log.seek(0)
-        return log.read().decode(errors="replace")
-
-    return restore
-
-
 def check(with_devices: bool = False) -> dict:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")
     os.environ.setdefault("TF_CPP_MAX_VLOG_LEVEL", "1")
-    restore = _capture_stderr()
+    restore = capture_stderr()
     try:
         import tensorflow as tf
 

@@ -25,25 +25,14 @@ import logging
 import os
 import sys
 
-from . import gpu_libraries, ptxas
+from . import loading, ptxas
 
-# Sonames by CUDA major, grouped by purpose (what XLA's dso_loader and cuDNN open).
-LIBRARIES = {
-    "12": {"cudart": ["libcudart.so.12"], "cublas": ["libcublas.so.12", "libcublasLt.so.12"],
-           "cusolver": ["libcusolver.so.11"], "cusparse": ["libcusparse.so.12"], "cufft": ["libcufft.so.11"],
-           "nccl": ["libnccl.so.2"], "nvjitlink": ["libnvJitLink.so.12"], "nvrtc": ["libnvrtc.so.12"],
-           "cupti": ["libcupti.so.12"]},
-    "13": {"cudart": ["libcudart.so.13"], "cublas": ["libcublas.so.13", "libcublasLt.so.13"],
-           "cusolver": ["libcusolver.so.12"], "cusparse": ["libcusparse.so.12"], "cufft": ["libcufft.so.12"],
-           "nccl": ["libnccl.so.2"], "nvjitlink": ["libnvJitLink.so.13"], "nvrtc": ["libnvrtc.so.13"],
-           "cupti": ["libcupti.so.13"]},
-}
 VERSION_CHECKS = ("cuda_runtime", "cudnn", "cufft", "cublas", "cusparse", "cusolver", "cupti")
 
 
 def expected(cuda_major: str, cudnn_major: str = "9") -> dict[str, list[str]]:
-    groups = {k: list(v) for k, v in LIBRARIES.get(cuda_major, LIBRARIES["12"]).items()}
-    groups["cudnn"] = [f"libcudnn.so.{cudnn_major}", *gpu_libraries.CUDNN_SUBLIBRARIES.get(cudnn_major, ())]
+    groups = {k: list(v) for k, v in loading.LIBRARIES.get(cuda_major, loading.LIBRARIES["12"]).items()}
+    groups["cudnn"] = [f"libcudnn.so.{cudnn_major}", *loading.CUDNN_SUBLIBRARIES.get(cudnn_major, ())]
     return groups
 
 
@@ -86,7 +75,7 @@ def plugin_error(log: str) -> str | None:
 
 
 def check(targets: list[str] | None = None) -> dict:
-    restore = gpu_libraries._capture_stderr()
+    restore = loading.capture_stderr()
     logging.basicConfig(stream=sys.stderr)
     result: dict = {"backend": "jax"}
     try:
@@ -101,12 +90,12 @@ def check(targets: list[str] | None = None) -> dict:
             except Exception as exc:  # noqa: BLE001
                 preload_error = f"{type(exc).__name__}: {exc}"
         result["preload_error"] = preload_error
-        preloaded = gpu_libraries.mapped_libraries()
+        preloaded = loading.mapped_libraries()
         result["preloaded_by_plugin"] = dict(sorted((n, p) for n, p in preloaded.items() if "/nvidia/" in p))
         groups = expected(major or "12")
         spec = importlib.util.find_spec("jax")
         site = os.path.dirname(os.path.dirname(spec.origin)) if spec and spec.origin else None
-        result["libraries"] = {g: {name: gpu_libraries.dlopen_or_wheel(name, site) for name in names}
+        result["libraries"] = {g: {name: loading.dlopen_or_wheel(name, site) for name in names}
                                for g, names in groups.items()}
         result["versions"] = versions(major) if major else {}
         try:

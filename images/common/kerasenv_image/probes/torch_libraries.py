@@ -21,8 +21,7 @@ import os
 import re
 import warnings
 
-from . import gpu_libraries, ptxas
-from .jax_libraries import LIBRARIES
+from . import loading, ptxas
 
 # Mapped by `import torch` (NEEDED of libtorch_cuda.so) on a CUDA build: by purpose.
 AT_IMPORT = ("cudart", "cublas", "cusparse", "cufft", "cusolver", "nccl", "nvjitlink")
@@ -33,9 +32,9 @@ OPTIONAL = ("libcusparseLt.so.0", "libcufile.so.0", "libcurand.so.10", "libnvshm
 
 
 def expected(cuda_major: str, cudnn_major: str, lib_files: list[str]) -> dict[str, list[str]]:
-    table = LIBRARIES.get(cuda_major, LIBRARIES["12"])
+    table = loading.LIBRARIES.get(cuda_major, loading.LIBRARIES["12"])
     groups = {g: list(table[g]) for g in AT_IMPORT + LAZY}
-    groups["cudnn"] = [f"libcudnn.so.{cudnn_major}", *gpu_libraries.CUDNN_SUBLIBRARIES.get(cudnn_major, ())]
+    groups["cudnn"] = [f"libcudnn.so.{cudnn_major}", *loading.CUDNN_SUBLIBRARIES.get(cudnn_major, ())]
     optional = [name for name in OPTIONAL if name in lib_files]
     if optional:
         groups["other"] = optional
@@ -58,7 +57,7 @@ def triton_ptxas() -> list[str]:
 
 
 def check(targets: list[str] | None = None) -> dict:
-    restore = gpu_libraries._capture_stderr()
+    restore = loading.capture_stderr()
     result: dict = {"backend": "torch"}
     try:
         try:
@@ -70,7 +69,7 @@ def check(targets: list[str] | None = None) -> dict:
             result["import_error"] = None
             result["torch"] = torch.__version__
             result["cuda_version"] = torch.version.cuda
-            result["loaded_by_torch"] = dict(sorted((n, p) for n, p in gpu_libraries.mapped_libraries().items()
+            result["loaded_by_torch"] = dict(sorted((n, p) for n, p in loading.mapped_libraries().items()
                                                     if "/nvidia/" in p))
             try:
                 result["cudnn_version"] = torch.backends.cudnn.version()
@@ -98,7 +97,7 @@ def check(targets: list[str] | None = None) -> dict:
             cuda_major = (torch.version.cuda or "").split(".")[0]
             cudnn_major = str(result.get("cudnn_version") or "9")[:1]
             groups = expected(cuda_major, cudnn_major, nvidia_lib_files(site)) if cuda_major else {}
-            result["libraries"] = {g: {name: gpu_libraries.dlopen_or_wheel(name, site) for name in names}
+            result["libraries"] = {g: {name: loading.dlopen_or_wheel(name, site) for name in names}
                                    for g, names in groups.items()}
             result["cuda_major"] = cuda_major
     finally:

@@ -6,8 +6,8 @@ Run as `python /opt/kerasenv/smoke_train.py` (the images' default command) or
 parts are kerasenv_image.backends), with no network and no downloads: the data is
 synthetic (seeded) but learnable.
 
-Modules: args (the command line), environment (shm, nvidia-smi, devices, placement),
-data, model, compile_options (mixed precision, XLA), training (fit, one host),
+Modules: args (the command line), environment (shm, nvidia-smi, why no GPU), data, model,
+compile_options (mixed precision), training (fit, one host),
 multiworker (TF_CONFIG), verdict, report (report.json, the summary), errors (exit codes,
 TensorFlow error classes), tf_log (TF's log lines kept for the report), log_filter (TF's
 known start-up noise, hidden from the terminal unless --verbose), main (the run).

@@ -66,34 +66,3 @@ def no_gpu_reason(smi: dict, framework: str = "TensorFlow") -> tuple[str, str]:
     return (f"the GPU is present but {framework} cannot use it (driver too old for this image's CUDA, "
             f"or CUDA libraries failed to load; see the {framework} log above)",
             "run `kerasenv doctor` on the host: it compares the driver with the image's minimum")
-
-
-def keras_version(keras) -> str:
-    """The Keras release: Keras 3 has `keras.__version__`; tf.keras 2 (module
-    keras.api._v2.keras on TF 2.14/2.15) has none, so ask the `keras` distribution it is."""
-    version = getattr(keras, "__version__", None)
-    if version:
-        return version
-    from importlib import metadata
-
-    return metadata.version("keras")
-
-
-# TensorFlow's device set-up lives in backends.tensorflow now (one module per Keras
-# backend); these names stay importable from here for code written against them.
-def import_stack():
-    from ..backends import tensorflow
-
-    return tensorflow.import_stack()
-
-
-def configure_gpus(tf, args, report: dict) -> list:
-    from ..backends import tensorflow
-
-    return tensorflow.configure_gpus(tf, args, report)
-
-
-def placement_check(tf, gpus: list) -> dict:
-    from ..backends import tensorflow
-
-    return tensorflow.placement_check(tf, gpus)

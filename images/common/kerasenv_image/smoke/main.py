@@ -16,7 +16,8 @@ from ..gpu_sampler import stop_all as stop_all_samplers
 from .args import parse_args
 from .console import log
 from .. import backends
-from .environment import keras_version, no_gpu_reason, nvidia_smi, shm_report
+from ..backends.keras_release import keras_version
+from .environment import no_gpu_reason, nvidia_smi, shm_report
 from .errors import (EXIT_NO_GPU, EXIT_OK, EXIT_OOM, EXIT_OUTPUT, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TRAINING,
                      EXIT_UNEXPECTED, EXIT_USAGE, Interrupted, SmokeFailure, disk_full, is_disk_full)
 from .log_filter import LogFilter

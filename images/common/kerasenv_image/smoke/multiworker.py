@@ -7,11 +7,11 @@ import math
 import os
 import time
 
+from ..backends.keras_release import keras_version
 from .compile_options import choose_precision
 from .console import log
 from .data import make_dataset, synthetic_images
 from .errors import EXIT_USAGE, SmokeFailure
-from .environment import keras_version
 from .model import build_model
 
 

@@ -138,22 +138,6 @@ def gpu_monitor_report(monitor, input_wait_fraction: float | None = None) -> dic
     return result
 
 
-def xspace_profile_report(window, steps, tensorboard_dir: str) -> dict | None:
-    """The profile of TensorFlow and JAX, both XSpace (`*.xplane.pb`): profile_report."""
-    return profile_report(window, steps, tensorboard_dir)
-
-
-def profile_report(window, steps, tensorboard_dir: str) -> dict | None:
-    """report.json's profile (--profile): where the profile is, and the input wait it shows."""
-    if window is None:
-        return None
-    found = profiling.input_wait(tensorboard_dir, window)
-    fraction = found["input_wait_fraction"]
-    return {"steps": list(steps), "log_dir": tensorboard_dir, **found,
-            "input_status": gpu_verdict.input_status(fraction) if fraction is not None else "not-measured",
-            "view": "TensorBoard over this run's tensorboard/ folder: Profile tab (trace viewer, input pipeline)"}
-
-
 def backup_callback(keras, backup_dir: str):
     """BackupAndRestore, keeping the previous backup too where Keras can (3.x): a kill
     while the weights are being written then falls back to the epoch before."""

@@ -15,7 +15,7 @@ from kerasenv.host.nvidia_smi import Gpu, HostGpus
 from kerasenv.matrix.kernel_targets import KernelTargets
 from kerasenv.matrix.schema import Variant
 from kerasenv_image.bench import capabilities as bench_capabilities
-from kerasenv_image.smoke import compile_options as smoke_compile_options
+from kerasenv_image.backends import tensorflow as tf_backend
 
 from ...conftest import REPO
 
@@ -125,7 +125,7 @@ def test_a_mixed_host_reports_the_blackwell_gpu_and_keeps_the_other(real_matrix)
 def test_every_tool_draws_the_blackwell_line_at_the_same_place(cc, blackwell_gpu):
     assert blackwell.is_blackwell(cc) is blackwell_gpu
     gpus = [{"name": "GPU", "compute_capability": cc}]
-    assert (smoke_compile_options.xla_blocker(gpus) is not None) is blackwell_gpu
+    assert (tf_backend.xla_blocker(gpus) is not None) is blackwell_gpu
     assert bool(bench_capabilities.xla_skipped(["off", "on"], "gpu", cc)) is blackwell_gpu
 
 

@@ -54,3 +54,24 @@ def test_tensorflow_keeps_multi_worker_and_the_blackwell_xla_rule():
 def test_cuda_ordinals_are_read_from_physical_device_names():
     gpus = [types.SimpleNamespace(name="/physical_device:GPU:0"), types.SimpleNamespace(name="/physical_device:GPU:3")]
     assert tensorflow.cuda_ordinals(gpus) == [0, 3]
+
+
+# XLA off on Blackwell, where TF's XLA cannot target the GPU, and Keras' default elsewhere.
+class _Keras3:
+    __version__ = "3.15.1"
+
+
+def test_jit_compile_turns_xla_off_on_blackwell_and_says_why():
+    value, setting, reason = tensorflow.jit_compile("auto", _Keras3, [
+        {"name": "NVIDIA GeForce RTX 5090", "compute_capability": "12.0"}])
+    assert (value, setting) == (False, "off")
+    assert "RTX 5090" in reason and "#111958" in reason and "--jit-compile on" in reason
+
+
+def test_jit_compile_keeps_keras_default_elsewhere_and_obeys_an_explicit_choice():
+    a100 = [{"name": "NVIDIA A100", "compute_capability": "8.0"}]
+    assert tensorflow.jit_compile("auto", _Keras3, a100) == ("auto", "auto", None)
+    assert tensorflow.jit_compile("auto", _Keras3, []) == ("auto", "auto", None)  # CPU
+    rtx = [{"name": "RTX 5090", "compute_capability": "12.0"}]
+    assert tensorflow.jit_compile("on", _Keras3, rtx) == (True, "on", None)
+    assert tensorflow.jit_compile("off", _Keras3, a100) == (False, "off", None)
