@@ -182,11 +182,13 @@ DEBIAN_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^family = /{if ($$2 != "
 # --drop-build-cache`): they hold the CUDA wheels and TensorFlow a second time, and keeping them
 # took CI's peak disk from about 30 GB of images to 60 GB.
 BUILD_CACHE_KEPT := tf2.21-cpu tf2.21-cuda12.9
-# With DROP_TESTED_IMAGES=1 (.ci/run sets it), a variant's images go once its acceptance run is
-# over, unless an integration test runs them (IMAGES_FOR_INTEGRATION in tests/integration/
-# conftest.py; a unit test keeps the two equal): CI's disk then holds the images still in use,
-# not every image of the matrix at once. A later `make test` builds the dropped ones again.
-IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cuda12.9 jax0.10-cpu jax0.10-cuda12.9 tf2.20-cuda12.5 tf2.15-cuda12.2
+# With DROP_TESTED_IMAGES=1 (.ci/run sets it), a variant's image and JupyterLab flavour go once
+# its acceptance run is over, except those an integration test runs (IMAGES_FOR_INTEGRATION in
+# tests/integration/conftest.py; a unit test keeps the two equal): CI's disk then holds the
+# images still in use, not every image of the matrix at once. A later `make test` builds the
+# dropped ones again.
+IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cpu-jupyter tf2.21-cuda12.9 jax0.10-cpu jax0.10-cuda12.9 torch2.15-cuda13.2 \
+	tf2.20-cuda12.5-jupyter tf2.15-cuda12.2
 TEST_FAILURES := .test-failures
 # Lane steps that are not a variant's (run by test-lanes, not on their own):
 unit_step := test-unit-lane-step
@@ -201,7 +203,7 @@ test-build-$(1): $(if $(2),test-build-$(2)) venv
 test-accept-$(1): test-build-$(1) $(if $(2),test-accept-$(2))
 	$$(call timed,build $(1)-jupyter) $$(KERASENV) build $(1) --jupyter-only $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1)-jupyter)
 	$$(call timed,acceptance $(1)) $$(VENV)/bin/pytest acceptance --variant $(1) $$(PYTEST_ARGS) $$(call record_failure,acceptance $(1))
-	$(if $(filter $(1),$(IMAGES_FOR_INTEGRATION)),,$$(if $$(DROP_TESTED_IMAGES),docker rmi kerasenv:$(1)-jupyter kerasenv:$(1) >/dev/null $$(call record_failure,drop images of $(1))))
+	$(if $(filter-out $(IMAGES_FOR_INTEGRATION),$(1)-jupyter $(1)),$$(if $$(DROP_TESTED_IMAGES),docker rmi $(addprefix kerasenv:,$(filter-out $(IMAGES_FOR_INTEGRATION),$(1)-jupyter $(1))) >/dev/null $$(call record_failure,drop images of $(1))))
 endef
 $(foreach i,$(shell seq $(words $(DEBIAN_VARIANTS))),$(eval $(call test_lane_steps,$(word $(i),$(DEBIAN_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(DEBIAN_VARIANTS))))))
 

@@ -35,7 +35,7 @@ def broken_image(docker, request):
     try:
         docker.images.get(base)
     except ImageNotFound:
-        pytest.skip(f"{base} is not built here (`make build VARIANT={variant}`): nothing to break")
+        pytest.fail(f"{base} is not built here: `make build VARIANT={variant}` (the image to break)")
     tag = f"kerasenv-test-broken:{variant}-{uuid.uuid4().hex[:8]}"
     docker.images.build(fileobj=io.BytesIO(BROKEN.format(base=base).encode()), tag=tag, labels=LABELS,
                         rm=True, forcerm=True, network_mode="none")

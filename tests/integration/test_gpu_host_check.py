@@ -42,7 +42,7 @@ def test_the_packed_check_runs_in_a_jax_or_torch_environment_without_a_gpu(docke
     try:
         docker.images.get(f"kerasenv:{variant}")
     except ImageNotFound:
-        pytest.skip(f"kerasenv:{variant} is not built here (`make build VARIANT={variant}`): no {backend} host to play")
+        pytest.fail(f"kerasenv:{variant} is not built here: `make build VARIANT={variant}` (it plays the {backend} host)")
     out = tmp_path / "out"
     out.mkdir()
     os.chmod(out, 0o777)

@@ -140,25 +140,26 @@ def test_every_make_target_has_a_cheap_test_in_the_integration_suite():
 
 
 def test_images_dropped_after_acceptance_are_none_an_integration_test_runs(real_matrix):
-    """DROP_TESTED_IMAGES removes a variant's images after its acceptance run unless it is in
-    IMAGES_FOR_INTEGRATION: every kerasenv:<id> the integration tests name must be listed."""
+    """DROP_TESTED_IMAGES removes a variant's image and flavour after its acceptance run unless
+    IMAGES_FOR_INTEGRATION lists it: every variant and flavour the integration tests name must be
+    listed (named as `kerasenv:<ref>` or as a quoted variant id, e.g. in a parametrize list)."""
     conftest = (REPO / "tests" / "integration" / "conftest.py").read_text()
     listed = ast.literal_eval(re.search(r"^IMAGES_FOR_INTEGRATION = (.+?\))$", conftest, re.M | re.S).group(1))
-    kept = re.search(r"^IMAGES_FOR_INTEGRATION := (.+)$", MAKEFILE, re.M).group(1).split()
+    kept = re.search(r"^IMAGES_FOR_INTEGRATION := ((?:.*\\\n)*.*)$", MAKEFILE, re.M).group(1).replace("\\\n", " ").split()
     assert sorted(kept) == sorted(listed)
     ids = {v.id for v in real_matrix.debian_based}
+    refs = ids | {f"{i}-jupyter" for i in ids}
     named = set()
     for path in (REPO / "tests" / "integration").rglob("*.py"):
-        for ref in re.findall(r"kerasenv:([a-z0-9][a-z0-9._-]*)", path.read_text()):
-            variant = ref.removesuffix("-jupyter")
-            if variant in ids:
-                named.add(variant)
+        text = path.read_text()
+        named |= {r for r in re.findall(r"kerasenv:([a-z0-9][a-z0-9._-]*)", text) if r in refs}
+        named |= {i for i in ids if f'"{i}"' in text}
     assert named <= set(listed), sorted(named - set(listed))
     assert set(BUILT_IN_TESTS_OF(conftest)) <= set(listed)
     lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes", "DROP_TESTED_IMAGES=1"], cwd=REPO,
                            capture_output=True, text=True, check=True).stdout
-    dropped = set(re.findall(r"docker rmi kerasenv:\S+-jupyter kerasenv:(\S+)", lanes))
-    assert dropped == ids - set(listed)
+    dropped = {ref for line in re.findall(r"docker rmi ([^>]+)>", lanes) for ref in line.split()}
+    assert dropped == {f"kerasenv:{r}" for r in refs - set(listed)}
     plain = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes"], cwd=REPO,
                            capture_output=True, text=True, check=True).stdout
     assert "docker rmi" not in plain
