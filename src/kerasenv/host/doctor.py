@@ -213,8 +213,14 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
     if driver < driver_tuple(v.min_driver):
         runnable = [x.id for x in matrix.variants if x.family == "cuda" and x.min_driver
                     and driver >= driver_tuple(x.min_driver)]
-        alternative = f"the newest variant this driver runs is {runnable[0]}" if runnable else \
-            "no CUDA variant runs on it (use the CPU image)"
+        # Where the GPUs are known, the image with native kernels for all of them that this
+        # driver runs (on Blackwell: the JAX image, not TensorFlow's JIT-only one).
+        ccs = [g.compute_capability for g in nv.gpus if g.compute_capability]
+        native = kernel_choice.best_native(list(matrix.variants), ccs, nv.driver_version, matrix.default_gpu) \
+            if ccs and len(ccs) == len(nv.gpus) else None
+        alternative = (f"{native.id} runs on it, with native kernels for this GPU" if native else
+                       f"the newest variant this driver runs is {runnable[0]}" if runnable else
+                       "no CUDA variant runs on it (use the CPU image)")
         return Check(FAIL, name, f"driver {nv.driver_version} is older than {v.min_driver}, the minimum "
                                  f"for CUDA {v.cuda}; {alternative}",
                      f"upgrade the NVIDIA driver to >= {full_floor}"

@@ -63,7 +63,8 @@ def test_driver_470_fails_cuda12_naming_the_minimum_and_the_newest_runnable_vari
     for variant_id in ("tf2.21-cuda12.9", "tf2.20-cuda12.5", "tf2.17-cuda12.3", "tf2.15-cuda12.2"):
         assert v[variant_id].status == FAIL
         assert "470.182.03 is older than 525.60.13" in v[variant_id].message
-        assert "the newest variant this driver runs is tf2.14-cuda11.8" in v[variant_id].message
+        # tf2.14's recorded kernels are native for this GPU: named as such.
+        assert "tf2.14-cuda11.8 runs on it, with native kernels for this GPU" in v[variant_id].message
     # The full-feature floor: the CUDA 12.9.1 wheels' own driver.
     assert v["tf2.21-cuda12.9"].fix.startswith("upgrade the NVIDIA driver to >= 575.57.08")
     assert v["tf2.20-cuda12.5"].fix.startswith("upgrade the NVIDIA driver to >= 555.42.06")
@@ -195,3 +196,9 @@ def test_text_report_names_each_fail_with_its_fix(real_matrix, monkeypatch):
     text = doctor.format_text(doctor.judge(facts_for("h100-550", monkeypatch), unrecorded(real_matrix)))
     assert "fix: upgrade the NVIDIA driver to >= 555.42.06" in text
     assert text.splitlines()[-1].startswith("recommended: kerasenv:tf2.17-cuda12.3")
+
+
+def test_a_blackwell_host_below_580_is_pointed_at_the_jax_image_not_the_newest_tf(real_matrix, monkeypatch):
+    torch = verdicts(doctor.judge(facts_for("rtx5090-572", monkeypatch), real_matrix))["torch2.15-cuda13.2"]
+    assert torch.status == FAIL and "older than 580.65.06" in torch.message
+    assert "jax0.10-cuda12.9 runs on it, with native kernels for this GPU" in torch.message
