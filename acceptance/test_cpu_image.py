@@ -15,6 +15,8 @@ def test_no_nvidia_wheels(inventory):
     assert [d for d in inventory["dists"] if d.lower().startswith("nvidia")] == []
 
 
-def test_tensorflow_is_not_a_cuda_build(inventory):
-    assert inventory["build_info"]["is_cuda_build"] is False
+def test_the_framework_is_not_a_cuda_build(inventory, target):
+    framework = inventory["framework"]
+    assert framework["name"] == target.variant.backend
+    assert framework["build"]["is_cuda_build"] is False, framework
     assert not any(k.startswith("NVIDIA_") for k in inventory["env"])
