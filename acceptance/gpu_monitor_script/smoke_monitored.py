@@ -37,14 +37,15 @@ gpu_monitor.monitor_class = paced_monitor_class
 
 
 # GPU 0 as each backend's device list shows it: TensorFlow's PhysicalDevice has a name, JAX's
-# Device an id, a platform and a kind, PyTorch's device an index.
+# Device an id, a platform and a kind; the PyTorch backend lists CUDA ordinals (ints).
 FAKE_GPU_0 = SimpleNamespace(name="/physical_device:GPU:0", id=0, index=0, platform="gpu", device_kind="GPU 0")
 
 
 def train_as_if_on_gpu_0(backend, fw, keras, args, report, gpus):
     # The backend seam (kerasenv_image.backends) and its framework module pass through untouched:
     # only the GPU list is made up, on TensorFlow, JAX and PyTorch alike.
-    return training.train(backend, fw, keras, args, report, [FAKE_GPU_0])
+    gpu_0 = 0 if backend.NAME == "torch" else FAKE_GPU_0
+    return training.train(backend, fw, keras, args, report, [gpu_0])
 
 
 main.train = train_as_if_on_gpu_0
