@@ -1,6 +1,8 @@
-"""CUDA images: exactly one cuDNN and one cuBLAS for TensorFlow, from the pinned wheels."""
+"""CUDA images: exactly one cuDNN and one cuBLAS for the framework, from the pinned wheels."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -8,34 +10,44 @@ FAMILIES = {"cuda"}
 SITE = "/opt/venv/lib/python{python}/site-packages/nvidia"
 
 
-def tensorflow_only(target, what: str) -> None:
-    if target.variant.backend != "tensorflow":
-        pytest.skip(f"{what} because this {target.variant.backend} image has no TensorFlow (cuda_audit reads the "
-                    "loader's search path from TensorFlow's libraries); acceptance/test_backend_gpu_libraries.py "
-                    "checks each CUDA library the backend maps comes from the pinned wheels")
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned_wheel(target, library: str) -> tuple[str, str]:
+    """(name, version) of the CUDA stack's wheel of `library`: nvidia-cudnn-cu12, or the CUDA 13
+    wheels' unsuffixed nvidia-cublas."""
+    return next((k, v) for k, v in target.variant.cuda_wheels().items()
+                if normalized(k) == f"nvidia-{library}" or normalized(k).startswith(f"nvidia-{library}-cu"))
 
 
 @pytest.fixture(scope="module")
 def audit(box, target):
-    tensorflow_only(target, "not audited")
     from kerasenv_image.probes import cuda_audit
 
     return box.probe_json(cuda_audit, user="0")
 
 
-@pytest.mark.parametrize("library, wheel", [("cudnn", "nvidia-cudnn"), ("cublas", "nvidia-cublas")])
-def test_exactly_one_copy_resolves_and_it_is_the_pinned_wheel(audit, target, library, wheel):
+def test_the_audit_follows_the_framework_s_own_gpu_libraries(audit, target):
+    # The RUNPATHs the loader follows come from the framework's GPU libraries: none found
+    # would make the search below the loader's defaults only.
+    assert audit["backend"] == target.variant.backend
+    assert audit["framework_libraries"], audit
+
+
+@pytest.mark.parametrize("library", ["cudnn", "cublas"])
+def test_exactly_one_copy_resolves_and_it_is_the_pinned_wheel(audit, target, library):
     found = audit[library]
     site = SITE.format(python=target.variant.python)
     assert len(found["resolvable"]) == 1, f"{found['soname']} resolves to {found['resolvable']}"
-    assert found["resolvable"][0].startswith(f"{site}/{library}/lib/")
+    assert found["resolvable"][0].startswith(f"{site}/")
+    assert normalized(found["owner"] or "") == normalized(pinned_wheel(target, library)[0]), found
     assert found["on_disk"] == found["resolvable"], "another copy on disk could shadow the pinned one"
 
 
 @pytest.mark.parametrize("library", ["cudnn", "cublas"])
 def test_library_reports_the_locked_version(audit, target, library):
-    wheels = target.variant.cuda_wheels()
-    locked = next(v for k, v in wheels.items() if k.startswith(f"nvidia-{library}-"))
+    locked = pinned_wheel(target, library)[1]
     assert audit[library]["version"] is not None
     assert locked.startswith(audit[library]["version"] + "."), (locked, audit[library]["version"])
 
@@ -50,10 +62,17 @@ def test_ptxas_comes_from_the_pinned_nvcc_wheel_and_matches_cuda(audit, target):
     assert f"release {target.variant.cuda}, V{nvcc}" in (audit["ptxas"]["version"] or ""), audit["ptxas"]
 
 
-def test_tensorflow_is_a_cuda_build(request, target):
-    tensorflow_only(target, "not applicable")
-    inventory = request.getfixturevalue("inventory")
-    assert inventory["build_info"]["is_cuda_build"] is True
+def test_pytorch_s_image_has_no_ptxas_on_path(audit, target):
+    """No nvcc wheel in the PyTorch stack: nothing may pose as XLA's ptxas there."""
+    if target.variant.backend != "torch":
+        pytest.skip(f"the {target.variant.backend} image's ptxas is the nvcc wheel's (the test above)")
+    assert audit["ptxas"]["path"] is None, audit["ptxas"]
+
+
+def test_the_framework_is_a_cuda_build(inventory, target):
+    framework = inventory["framework"]
+    assert framework["name"] == target.variant.backend
+    assert framework["build"]["is_cuda_build"] is True, framework
 
 
 def test_no_nvidia_require_cuda_and_the_toolkit_variables_are_set(image):

@@ -1,12 +1,16 @@
 """The CUDA library audit of a CUDA image: which libcudnn.so.N / libcublas.so.N the dynamic
-loader can find for TensorFlow (RUNPATH of its libraries with $ORIGIN expanded, ldconfig's
-cache, the default directories, LD_LIBRARY_PATH), every copy on disk, the versions the
-libraries report about themselves (no GPU needed for either call), and which ptxas is on
-PATH. Prints one JSON line.
+loader can find for the image's framework (RUNPATH of its GPU libraries with $ORIGIN
+expanded, ldconfig's cache, the default directories, LD_LIBRARY_PATH), every copy on disk,
+which installed wheel owns the one it finds, the versions the libraries report about
+themselves (no GPU needed for either call), and which ptxas is on PATH. Prints one JSON line.
+
+The framework's GPU libraries, whose RUNPATH the loader follows: TensorFlow's framework and
+pywrap libraries, JAX's CUDA plugin (jax_plugins/xla_cuda*), PyTorch's libtorch_cuda. The
+sonames' majors are those of the NVIDIA wheels installed (libcudnn.so.9, libcublas.so.12 or .13),
+so nothing is imported: the audit reads files only.
 
 Run in the image, as root (it searches the whole file system), as
 `python -m kerasenv_image.probes.cuda_audit` (acceptance/test_cuda_libraries.py).
-TensorFlow is imported inside main(), so importing this module is cheap.
 """
 
 from __future__ import annotations
@@ -66,12 +70,47 @@ def cublas_version(path: str) -> str:
     return ".".join(parts)
 
 
-def main() -> None:
-    import tensorflow as tf
+FRAMEWORK_GPU_LIBRARIES = {
+    "tensorflow": ("tensorflow/libtensorflow_framework.so.2", "tensorflow/python/_pywrap_tensorflow_internal.so"),
+    "jax": ("jax_plugins/xla_cuda*/xla_cuda_plugin.so",),
+    "torch": ("torch/lib/libtorch_cuda.so",),
+}
 
-    tf_dir = os.path.dirname(tf.__file__)
-    libs = [os.path.join(tf_dir, "libtensorflow_framework.so.2")] + glob.glob(
-        os.path.join(tf_dir, "python", "_pywrap_tensorflow_internal.so"))
+
+def site_packages() -> str:
+    import sysconfig
+
+    return sysconfig.get_paths()["purelib"]
+
+
+def wheel_major(site: str, stem: str) -> str | None:
+    """N of the lib<stem>.so.N an installed NVIDIA wheel ships (its soname's major)."""
+    for path in sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib", f"lib{stem}.so.*"))):
+        rest = os.path.basename(path)[len(f"lib{stem}.so."):]
+        if rest.isdigit():
+            return rest
+    return None
+
+
+def owner(path: str) -> str | None:
+    """The installed distribution whose RECORD lists `path`."""
+    from importlib import metadata
+
+    real = os.path.realpath(path)
+    for dist in metadata.distributions():
+        if not dist.metadata["Name"].lower().startswith("nvidia"):
+            continue
+        for file in dist.files or ():
+            if os.path.realpath(dist.locate_file(file)) == real:
+                return dist.metadata["Name"]
+    return None
+
+
+def main() -> None:
+    site = site_packages()
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    libs = [hit for pattern in FRAMEWORK_GPU_LIBRARIES.get(backend, ())
+            for hit in glob.glob(os.path.join(site, pattern))]
     search = []
     for lib in libs:
         search += [os.path.realpath(p) for p in runpaths(lib)]
@@ -79,19 +118,18 @@ def main() -> None:
     search += ["/lib", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"]
     ldconfig = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
 
-    info = dict(tf.sysconfig.get_build_info())
-    cudnn_major = str(info["cudnn_version"]).split(".")[0]
-    cuda_major = str(info["cuda_version"]).split(".")[0]
-    out = {"search": list(dict.fromkeys(search))}
-    for key, soname, version in (("cudnn", f"libcudnn.so.{cudnn_major}", cudnn_version),
-                                 ("cublas", f"libcublas.so.{cuda_major}", cublas_version)):
+    out = {"backend": backend, "framework_libraries": libs, "search": list(dict.fromkeys(search))}
+    for key, stem, version in (("cudnn", "cudnn", cudnn_version), ("cublas", "cublas", cublas_version)):
+        soname = f"lib{stem}.so.{wheel_major(site, stem)}"
         resolvable, on_disk = resolve(soname, search, ldconfig)
         out[key] = {"soname": soname, "resolvable": resolvable, "on_disk": on_disk,
+                    "owner": owner(resolvable[0]) if len(resolvable) == 1 else None,
                     "version": version(resolvable[0]) if len(resolvable) == 1 else None}
-    ptxas = subprocess.run(["ptxas", "--version"], capture_output=True, text=True)
+    ptxas = subprocess.run(["ptxas", "--version"], capture_output=True, text=True) \
+        if subprocess.run(["sh", "-c", "command -v ptxas"], capture_output=True).returncode == 0 else None
     ptxas_path = subprocess.run(["sh", "-c", "command -v ptxas"], capture_output=True, text=True).stdout.strip()
-    out["ptxas"] = {"path": os.path.realpath(ptxas_path or "/nonexistent"),
-                    "version": ptxas.stdout.strip() if ptxas.returncode == 0 else None}
+    out["ptxas"] = {"path": os.path.realpath(ptxas_path) if ptxas_path else None,
+                    "version": ptxas.stdout.strip() if ptxas is not None and ptxas.returncode == 0 else None}
     print(json.dumps(out))
 
 
