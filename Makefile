@@ -169,7 +169,7 @@ test: test-prereqs ## everything: prerequisites, drift check, lint, build every 
 
 # --- make test's two lanes, run side by side by `make -j2` -----------------------------------
 # The build lane builds every Debian-based variant, one after the other, then runs the
-# integration tests (they use tf2.21-cpu, tf2.21-cuda12.9 and tf2.15-cuda12.2). The test lane
+# integration tests (the images they use: IMAGES_FOR_INTEGRATION below). The test lane
 # runs the unit tests while the first image builds, then, as soon as each image is built, its
 # JupyterLab flavour (a layer on it) and the acceptance suite on both. A build leaves one of two
 # cores idle most of the time (downloads, one-core unpacking, layer commits), so the tests of one
@@ -181,14 +181,20 @@ DEBIAN_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^family = /{if ($$2 != "
 # other build drops its builder stages once its image is built (`kerasenv build
 # --drop-build-cache`): they hold the CUDA wheels and TensorFlow a second time, and keeping them
 # took CI's peak disk from about 30 GB of images to 60 GB.
-BUILD_CACHE_KEPT := tf2.21-cpu tf2.21-cuda12.9
+BUILD_CACHE_KEPT := tf2.21-cpu jax0.10-cpu
+# giver:taker, variants with the same CUDA lock (a unit test finds every such pair): the giver
+# keeps its build cache until the taker is built, whose cuda-libs stage is then a cache hit, so
+# the two images share one CUDA layer (4.5 GB stored once); then both caches go.
+CUDA_LAYER_HANDOVER := tf2.21-cuda12.9:jax0.10-cuda12.9
+cache_givers := $(foreach p,$(CUDA_LAYER_HANDOVER),$(word 1,$(subst :, ,$(p))))
+giver_of = $(strip $(foreach p,$(CUDA_LAYER_HANDOVER),$(if $(filter $(1),$(word 2,$(subst :, ,$(p)))),$(word 1,$(subst :, ,$(p))))))
 # With DROP_TESTED_IMAGES=1 (.ci/run sets it), a variant's image and JupyterLab flavour go once
 # its acceptance run is over, except those an integration test runs (IMAGES_FOR_INTEGRATION in
 # tests/integration/conftest.py; a unit test keeps the two equal): CI's disk then holds the
 # images still in use, not every image of the matrix at once. A later `make test` builds the
 # dropped ones again.
-IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cpu-jupyter tf2.21-cuda12.9 jax0.10-cpu jax0.10-cuda12.9 torch2.15-cuda13.2 \
-	tf2.20-cuda12.5-jupyter tf2.15-cuda12.2
+IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cpu-jupyter tf2.21-cuda12.9 jax0.10-cpu jax0.10-cpu-jupyter \
+	jax0.10-cuda12.9 torch2.15-cuda13.2 tf2.15-cuda12.2
 TEST_FAILURES := .test-failures
 # Lane steps that are not a variant's (run by test-lanes, not on their own):
 unit_step := test-unit-lane-step
@@ -199,7 +205,8 @@ timed = scripts/timed-step '$(1)'
 define test_lane_steps
 # $(1): the variant, $(2): the one before it in the matrix (empty for the first)
 test-build-$(1): $(if $(2),test-build-$(2)) venv
-	$$(call timed,build $(1)) $$(KERASENV) build $(1) $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1))
+	$$(call timed,build $(1)) $$(KERASENV) build $(1) $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT) $(cache_givers)),,--drop-build-cache) $$(call record_failure,build $(1))
+	$(if $(call giver_of,$(1)),$$(KERASENV) build $(call giver_of,$(1)) $$(build_flags) --drop-build-cache >/dev/null $$(call record_failure,drop the build cache of $(call giver_of,$(1))))
 test-accept-$(1): test-build-$(1) $(if $(2),test-accept-$(2))
 	$$(call timed,build $(1)-jupyter) $$(KERASENV) build $(1) --jupyter-only $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1)-jupyter)
 	$$(call timed,acceptance $(1)) $$(VENV)/bin/pytest acceptance --variant $(1) $$(PYTEST_ARGS) $$(call record_failure,acceptance $(1))

@@ -39,7 +39,8 @@ def test_make_test_builds_and_accepts_every_debian_based_variant(real_matrix):
         assert re.search(rf"pytest acceptance --variant {re.escape(v.id)}\b", lanes), v.id
     assert re.search(r"pytest tests -m 'not docker'", lanes) and re.search(r"pytest tests -m docker\b", lanes)
     assert lanes.index("pytest tests -m 'not docker'") < lanes.index("pytest acceptance --variant")  # unit first
-    variants = re.findall(r"kerasenv build (\S+)(?! --jupyter-only)\s", lanes)
+    # Each built once (a handover's second, cached build of the giver only drops its cache: >/dev/null).
+    variants = re.findall(r"kerasenv build (\S+)(?! --jupyter-only)\s(?!.*>/dev/null)", lanes)
     flavours = re.findall(r"kerasenv build (\S+) --jupyter-only\b", lanes)
     assert sorted(variants) == sorted(flavours) == sorted(v.id for v in real_matrix.debian_based)  # each once
 
@@ -53,9 +54,42 @@ def test_the_build_cache_kept_by_make_test_is_what_the_integration_tests_rebuild
     assert sorted(kept) == sorted(built)
     lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes"], cwd=REPO, capture_output=True,
                            text=True, check=True).stdout
-    for line in (x for x in lanes.splitlines() if "kerasenv build " in x):
+    givers = {pair.split(":")[0] for pair in handover()}
+    builds = [x for x in lanes.splitlines() if "kerasenv build " in x]
+    for line in builds:
         variant = re.search(r"kerasenv build (\S+)", line).group(1)
+        if variant in givers and "--jupyter-only" not in line:
+            continue  # checked by the handover test below
         assert ("--drop-build-cache" in line) is (variant not in kept), line
+
+
+def handover() -> list[str]:
+    return re.search(r"^CUDA_LAYER_HANDOVER := (.*)$", MAKEFILE, re.M).group(1).split()
+
+
+def test_variants_with_one_cuda_lock_hand_the_build_cache_over_and_drop_it_after(real_matrix):
+    """Every pair of variants with byte-identical CUDA locks is a CUDA_LAYER_HANDOVER pair (in
+    build order): the first keeps its cache for the second's cuda-libs stage, so they share the
+    CUDA layer; after the second is built both caches go (a cached rebuild of the first with
+    --drop-build-cache)."""
+    order = [v.id for v in real_matrix.debian_based]
+    locks = {}
+    for v in real_matrix.debian_based:
+        path = REPO / "images" / v.id / "requirements-cuda.lock"
+        if path.exists():
+            locks.setdefault(path.read_bytes(), []).append(v.id)
+    sharing = sorted(f"{ids[0]}:{taker}" for ids in locks.values() for taker in ids[1:])
+    assert sorted(handover()) == sharing
+    lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    builds = [x for x in lanes if "kerasenv build " in x and "--jupyter-only" not in x]
+    for pair in handover():
+        giver, taker = pair.split(":")
+        assert order.index(giver) < order.index(taker)
+        first, *later = [i for i, x in enumerate(builds) if re.search(rf"kerasenv build {re.escape(giver)}\s", x)]
+        taker_line = next(i for i, x in enumerate(builds) if re.search(rf"kerasenv build {re.escape(taker)}\s", x))
+        assert "--drop-build-cache" not in builds[first]
+        assert later and later[0] == taker_line + 1 and "--drop-build-cache" in builds[later[0]], builds
 
 
 def test_all_variants_means_every_variant_except_rocm(real_matrix):
