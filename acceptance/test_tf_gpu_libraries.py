@@ -25,11 +25,15 @@ TRY_DLOPEN_LIBRARIES = ("cuda_runtime", "cublas", "cufft", "cusolver", "cusparse
 
 
 def parse(code: int, out: str) -> dict:
-    """The probe's JSON line (the last output line that is a JSON object)."""
-    assert code == 0, f"probe exited {code}:\n{out[-3000:]}"
+    """The probe's JSON line (the last output line that is a JSON object). The probe exits 1
+    when a check failed, and says which in the JSON's `failed`: the tests below assert on
+    that, so a broken library fails the test that names it rather than erroring at set-up."""
+    assert code in (0, 1), f"probe exited {code}:\n{out[-3000:]}"
     for line in reversed(out.strip().splitlines()):
         if line.startswith("{"):
-            return json.loads(line)
+            result = json.loads(line)
+            assert bool(result.get("failed")) is (code == 1), (code, result.get("failed"))
+            return result
     raise AssertionError(f"the probe printed no JSON:\n{out[-3000:]}")
 
 

@@ -67,5 +67,8 @@ def test_doctor_container_text_has_one_line_for_the_library_check(built_images, 
 def test_doctor_with_a_replayed_h100_host_names_the_driver_fix(docker):
     env = {**os.environ, "KERASENV_NVIDIA_SMI": FAKE_SMI, "KERASENV_FIXTURE_HOST": "h100-550"}
     proc = kerasenv("doctor", env=env)
-    assert "FAIL  variant tf2.21-cuda12.9" in proc.stdout
-    assert "fix: upgrade the NVIDIA driver to >= 555.42.06" in proc.stdout
+    # TF 2.21's binaries carry sm_90 SASS (kernel-targets.json): the H100 needs no PTX JIT there,
+    # so driver 550 runs it; the CUDA 13 image is the one this driver cannot load.
+    assert "PASS  variant tf2.21-cuda12.9" in proc.stdout
+    assert "FAIL  variant torch2.15-cuda13.2 driver 550.54.14 is older than 580.65.06" in proc.stdout
+    assert "fix: upgrade the NVIDIA driver to >= 580.65.06" in proc.stdout

@@ -98,7 +98,7 @@ def throwaway(docker, tmp_path_factory):
         pytest.fail(f"{SMALL_IMAGE} is missing here: `docker pull {SMALL_IMAGE}` (it is the images' base)")
     vid = f"flaky-{uuid.uuid4().hex[:8]}"
     missing = f"{vid}-missing"
-    block = ('\n[[variant]]\nid = "{}"\nfamily = "cpu"\ntensorflow = "2.21.0"\nkeras = "3.15.1"\n'
+    block = ('\n[[variant]]\nid = "{}"\nfamily = "cpu"\nbackend = "tensorflow"\ntensorflow = "2.21.0"\nkeras = "3.15.1"\n'
              'python = "3.11"\nbase_image = "debian:bookworm-slim"\nnotes = "test only"\n')
     path = tmp_path_factory.mktemp("matrix") / "matrix.toml"
     path.write_text((REPO / "images" / "matrix.toml").read_text(encoding="utf-8")

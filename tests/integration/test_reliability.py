@@ -178,7 +178,7 @@ def test_resource_exhausted_maps_to_exit_5_with_the_advice(built_images, contain
     allocation too big for the allocator, inside the real image."""
     code = (
         "import sys; from kerasenv_image.smoke import main as s\n"
-        "def train(tf, keras, args, report, gpus):\n"
+        "def train(backend, tf, keras, args, report, gpus):\n"
         "    return tf.zeros([2**22, 2**22], tf.float32).numpy()\n"  # 64 TiB
         "s.train = train\n"
         "sys.exit(s.main(['--run-id', 'oom', '--output-dir', '/tmp/oom']))\n")

@@ -79,10 +79,11 @@ def test_tf_keras_2_multi_worker_trains_in_lockstep(keras2_image, docker, tmp_pa
 INJECT = (
     "import sys\n"
     "from kerasenv_image.smoke import main as s\n"
+    "from kerasenv_image.backends import tensorflow as backend\n"
     "def placement_check(tf, gpus):\n"
     "    import os; os.write(2, ({log!r} + '\\n').encode())\n"
     "    raise tf.errors.{cls}(None, None, {message!r})\n"
-    "s.placement_check = placement_check\n"
+    "backend.placement_check = placement_check\n"
     "code = s.main(['--run-id', 'inj', '--output-dir', '/tmp/inj'])\n"
     "print(open('/tmp/inj/report.json').read())\n"
     "sys.exit(code)\n")
@@ -119,10 +120,11 @@ def test_a_placement_off_the_requested_device_fails_the_run(built_images, contai
     code = (
         "import sys\n"
         "from kerasenv_image.smoke import main as s\n"
-        "real = s.placement_check\n"
+        "from kerasenv_image.backends import tensorflow as backend\n"
+        "real = backend.placement_check\n"
         "def placement_check(tf, gpus):\n"
         "    r = real(tf, gpus); r.update(requested='/GPU:0', ok=False); return r\n"
-        "s.placement_check = placement_check\n"
+        "backend.placement_check = placement_check\n"
         "sys.exit(s.main(['--run-id', 'pl', '--output-dir', '/tmp/pl', '--epochs', '1']))\n")
     status, _, err = container(matrix.get(matrix.default_cpu).image_ref).run(["python", "-c", code])
     assert status == 4, err[-3000:]
