@@ -5,7 +5,11 @@ shell, lab, bench, multiworker, gpu-probe, sbom, compose), every network with th
 and old final images a rebuild left untagged (they carry the variant label). Not every container
 with the project label: a container inherits its image's labels, so a training someone started
 with a plain `docker run kerasenv:<id>` carries it too, and is theirs to stop, not ours (as are
-the boxes of an acceptance run going on beside). The untagged last image of each
+the boxes of an acceptance run going on beside). Nor a container whose CLI is still running
+(io.kerasenv.cli-pid names a live kerasenv process): it is that command's, which removes it when
+it ends; `make clean` in one terminal (or in the integration tests) must not pull a `kerasenv
+lab` out from under another (an acceptance run's lab vanished that way, CI 2026-12-02). The
+untagged last image of each
 builder stage carries only the project label: it is Docker's build cache for the pip
 install steps (pruning it made the next build cold), so it stays unless `images` asks
 for everything to go, with every kerasenv:<id> image and the PTX JIT-cache volumes.
@@ -14,6 +18,7 @@ for everything to go, with every kerasenv:<id> image and the PTX JIT-cache volum
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..engine.docker_client import PROJECT_LABEL
 from ..matrix.schema import Matrix
@@ -21,6 +26,18 @@ from ..matrix.schema import Matrix
 VARIANT_LABEL = "io.kerasenv.variant"
 KIND_LABEL = "io.kerasenv.kind"  # on every container the tool (or compose) starts
 CUDA_CACHE_FILTER = "io.kerasenv.kind=cuda-cache"
+CLI_PID_LABEL = "io.kerasenv.cli-pid"  # the CLI that started the container (kerasenv.run.runner)
+
+
+def cli_is_running(pid: str | None, proc: Path = Path("/proc")) -> bool:
+    """True when `pid` is a live kerasenv process on this host (not a reused PID)."""
+    if not pid or not pid.isdigit():
+        return False
+    try:
+        cmdline = (proc / pid / "cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"kerasenv" in cmdline
 
 
 @dataclass
@@ -33,6 +50,10 @@ def clean(client, matrix: Matrix, *, images: bool = False, say=print) -> Cleaned
     """Remove the project's leftovers; `say` gets one line per thing removed."""
     removed = 0
     for container in client.containers.list(all=True, filters={"label": KIND_LABEL}):
+        if cli_is_running(container.labels.get(CLI_PID_LABEL)):
+            say(f"kept container {container.name}: its kerasenv command (pid "
+                f"{container.labels[CLI_PID_LABEL]}) is still running")
+            continue
         container.remove(force=True)
         say(f"removed container {container.name}")
         removed += 1

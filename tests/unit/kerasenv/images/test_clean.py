@@ -17,7 +17,7 @@ class Removable(SimpleNamespace):
 class FakeClient:
     def __init__(self, built: set[str]):
         self.built = built
-        self.containers_ = [Removable(name="kerasenv-run-a"), Removable(name="kerasenv-smoke-b")]
+        self.containers_ = [Removable(name="kerasenv-run-a", labels={}), Removable(name="kerasenv-smoke-b", labels={})]
         self.networks_ = [Removable(name="kerasenv-mw-1")]
         self.volumes_ = [Removable(name="kerasenv-cuda-cache-tf2.21-cuda12.9")]
         self.calls: list[tuple] = []
@@ -70,3 +70,27 @@ def test_clean_images_also_removes_every_built_image_the_build_cache_and_the_jit
     assert client.volumes_[0].removed
     assert said[-1] == "removed volume kerasenv-cuda-cache-tf2.21-cuda12.9"
     assert f"removed image {real_matrix.get(real_matrix.default_gpu).image_ref}" in said
+
+
+def test_a_container_whose_cli_is_still_running_stays(tmp_path):
+    """make clean in one terminal must not remove the lab another kerasenv command is serving."""
+    (tmp_path / "4242").mkdir()
+    (tmp_path / "4242" / "cmdline").write_bytes(b"/venv/bin/python\0/venv/bin/kerasenv\0lab\0")
+    (tmp_path / "777").mkdir()
+    (tmp_path / "777" / "cmdline").write_bytes(b"sleep\0" + b"100\0")  # a reused PID: not ours
+    assert clean.cli_is_running("4242", tmp_path)
+    assert not clean.cli_is_running("777", tmp_path)
+    assert not clean.cli_is_running("999", tmp_path) and not clean.cli_is_running(None, tmp_path)
+
+
+def test_clean_keeps_a_live_cli_s_container_and_removes_a_dead_one_s(monkeypatch):
+    client = FakeClient(set())
+    live = Removable(name="kerasenv-lab-live", labels={clean.CLI_PID_LABEL: "4242"})
+    dead = Removable(name="kerasenv-lab-dead", labels={clean.CLI_PID_LABEL: "999"})
+    client.containers_[:] = [live, dead]
+    monkeypatch.setattr(clean, "cli_is_running", lambda pid: pid == "4242")
+    lines = []
+    result = clean.clean(client, None, say=lines.append)
+    assert not hasattr(live, "removed") and dead.removed
+    assert result.containers == 1
+    assert "kept container kerasenv-lab-live: its kerasenv command (pid 4242) is still running" in lines
