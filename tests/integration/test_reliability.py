@@ -147,8 +147,10 @@ def test_interrupted_build_leaves_the_previous_image_tagged_and_no_container(doc
     proc = start_cli("--matrix", str(images / "matrix.toml"), "build", "tf2.21-cpu", "--no-ca-cert")
 
     def sleeping_step():
-        return [c for c in docker.containers.list() if "kerasenv-test: sleeping" in " ".join(
-            c.attrs["Config"].get("Cmd") or [])]
+        # sparse: the list's own fields, no inspect per container, which raced with the
+        # containers an acceptance run beside removes (NotFound, CI 2026-12-02).
+        return [c for c in docker.containers.list(sparse=True)
+                if "kerasenv-test: sleeping" in (c.attrs.get("Command") or "")]
 
     try:
         wait_for(sleeping_step, proc, "the build's sleep step", timeout=120)
