@@ -46,6 +46,9 @@ rm -rf "$site_packages"/tensorflow/include
 # in the runtime stage would store the whole venv a second time), and the runtime copies it
 # owned by 1000:0. So `pip install` works as the image user (uid 1000) and as any
 # `--user UID:0` or `--group-add 0` (OpenShift's arbitrary-UID convention; kerasenv run adds
-# group 0). Directories are setgid so what a user installs stays group 0 as well.
+# group 0). Directories are setgid so what a user installs stays group 0 as well. Owned
+# 1000:0 here too: the runtime's COPY --from keeps owners (a --chown there re-owned every file
+# while copying, 5-10 s of each build).
+chown -R 1000:0 "$venv"
 chmod -R g+w "$venv"
 find "$venv" -type d -exec chmod g+s {} +

@@ -27,13 +27,14 @@ RUN bundle=/tmp/build-trust/pip-ca-bundle.pem \
  && if [ -f /tmp/build-trust/build-ca.pem ]; then cat /tmp/build-trust/build-ca.pem >> "$bundle"; fi \
  && PIP_CERT="$bundle" pip install --no-cache-dir --no-deps --require-hashes --only-binary=:all: \
         --prefix /opt/jupyter-stage/venv -r /tmp/build/requirements-jupyter.lock \
+ && chown -R 1000:0 /opt/jupyter-stage/venv \
  && chmod -R g+w /opt/jupyter-stage/venv \
  && find /opt/jupyter-stage/venv -type d -exec chmod g+s {} +
 
 # ---- runtime: the variant's image and the JupyterLab layer, owned like the venv (1000:0)
 FROM ${VARIANT_IMAGE}
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-COPY --from=jupyter-builder --chown=1000:0 /opt/jupyter-stage/venv/ /opt/venv/
+COPY --from=jupyter-builder /opt/jupyter-stage/venv/ /opt/venv/
 # A build-time test: the layer is complete (pip check over the whole venv) and it is the
 # JupyterLab of the matrix. No bytecode written: it would land in this layer.
 RUN PYTHONDONTWRITEBYTECODE=1 pip check \

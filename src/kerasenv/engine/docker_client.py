@@ -12,6 +12,18 @@ if TYPE_CHECKING:
 # Every container and image the tool creates carries this label, so `make clean`
 # finds leftovers even from a killed CLI.
 PROJECT_LABEL = "io.kerasenv.project"
+KIND_LABEL = "io.kerasenv.kind"  # on every container the tool (or compose) starts: what it is for
+# The kerasenv process that started a container and removes it when it ends: `kerasenv clean`
+# (and `make clean` in another terminal, or in make test's other lane) leaves a container
+# alone while that process lives.
+CLI_PID_LABEL = "io.kerasenv.cli-pid"
+
+
+def container_labels(kind: str, **more: str) -> dict[str, str]:
+    """The labels of a container this kerasenv process starts (and removes)."""
+    import os
+
+    return {PROJECT_LABEL: "kerasenv", KIND_LABEL: kind, CLI_PID_LABEL: str(os.getpid()), **more}
 
 
 def client() -> "docker.DockerClient":

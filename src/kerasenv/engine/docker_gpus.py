@@ -16,7 +16,7 @@ import os
 import uuid
 from dataclasses import dataclass, field
 
-from .docker_client import PROJECT_LABEL
+from . import docker_client
 
 CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 KIND = "gpu-probe"
@@ -125,9 +125,7 @@ def _ask(client, image: str | None) -> Answer:
     try:
         container = client.containers.create(
             ref, ["true"], entrypoint=[], name=f"kerasenv-{KIND}-{uuid.uuid4().hex[:8]}",
-            # No io.kerasenv.cli-pid label: that one names the containers a command runs
-            # for the user; `make clean` still finds this one by the project label.
-            network_disabled=True, labels={PROJECT_LABEL: "kerasenv", "io.kerasenv.kind": KIND},
+            network_disabled=True, labels=docker_client.container_labels(KIND),
             **gpu_request.run_kwargs("all", "cuda"))  # exactly what `kerasenv run --gpus all` sends
         container.start()
         status = container.wait(timeout=120)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -223,9 +224,50 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     image = client.images.get(image_id)
     result = BuildResult(v, image_id, image.attrs["Size"], time.monotonic() - started,
                          tuple(dict.fromkeys(stage_images)))
+    record_stage_images(tag, result)
     progress.note(f"built {tag}: {result.size_bytes / 1e9:.2f} GB "
                   f"uncompressed, {result.seconds:.0f} s")
     return result
+
+
+def stage_record_path(tag: str) -> Path:
+    """Where the last build of `tag` here noted its builder-stage images."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "kerasenv" / "build-stages" / f"{tag.split(':', 1)[1]}.json"
+
+
+def record_stage_images(tag: str, result: BuildResult) -> None:
+    """Note which builder-stage images this build of `tag` left, so `kerasenv drop-build-cache`
+    can remove them later without building again: a cached rebuild only to learn them reads
+    every file a COPY --from copies to check the cache (about 170 s for a 6.7 GB CUDA image)."""
+    path = stage_record_path(tag)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"image_id": result.image_id, "stage_images": list(result.stage_images)}))
+    except OSError:
+        pass  # a cache note: without it, drop-build-cache says there is nothing it knows to drop
+
+
+def drop_recorded_build_cache(client, v: Variant, say: Callable[[str], None], *, tag: str | None = None) -> int:
+    """Drop the builder-stage images the last build of `tag` (default kerasenv:<id>) noted, if
+    that build made the image `tag` names now; how many went."""
+    from docker.errors import ImageNotFound
+
+    tag = tag or v.image_ref
+    path = stage_record_path(tag)
+    try:
+        record = json.loads(path.read_text())
+        current = client.images.get(tag).id
+    except (OSError, ValueError, ImageNotFound):
+        say(f"{tag}: no build of it noted here ({path}): no build cache of it to drop")
+        return 0
+    if record.get("image_id") != current:
+        say(f"{tag}: the build noted in {path} made another image (rebuilt since, or pulled): "
+            "no build cache of it to drop")
+        return 0
+    removed = drop_build_cache(client, BuildResult(v, current, 0, 0.0, tuple(record.get("stage_images", ()))), say)
+    path.unlink(missing_ok=True)
+    return removed
 
 
 def drop_build_cache(client, result: BuildResult, say: Callable[[str], None]) -> int:

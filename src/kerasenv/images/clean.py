@@ -20,13 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine.docker_client import PROJECT_LABEL
+from ..engine.docker_client import CLI_PID_LABEL, KIND_LABEL, PROJECT_LABEL
 from ..matrix.schema import Matrix
 
 VARIANT_LABEL = "io.kerasenv.variant"
-KIND_LABEL = "io.kerasenv.kind"  # on every container the tool (or compose) starts
 CUDA_CACHE_FILTER = "io.kerasenv.kind=cuda-cache"
-CLI_PID_LABEL = "io.kerasenv.cli-pid"  # the CLI that started the container (kerasenv.run.runner)
 
 
 def cli_is_running(pid: str | None, proc: Path = Path("/proc")) -> bool:

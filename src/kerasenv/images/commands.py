@@ -48,6 +48,11 @@ def register(subparsers) -> None:
                         "size again in disk; the next build of that variant starts cold")
     s.set_defaults(handler=_cmd_build)
 
+    s = subparsers.add_parser("drop-build-cache", help="remove the builder-stage images the last build of each "
+                                                       "ID here left (as --drop-build-cache would have), without building")
+    s.add_argument("ids", nargs="+", metavar="ID", help="variants")
+    s.set_defaults(handler=_cmd_drop_build_cache)
+
     s = subparsers.add_parser("base-offline", help="make the Debian base image with debootstrap (no registry)")
     s.add_argument("--suite", default="bookworm", help="Debian suite (default: bookworm)")
     s.add_argument("--tag", help="image name (default: debian:<suite>-slim)")
@@ -141,6 +146,16 @@ def _cmd_build(args, matrix: Matrix) -> int:
         results += built
     for ref, r in results:
         print(f"{ref}\t{r.size_bytes / 1e9:.2f} GB\t{r.seconds:.0f} s")
+    return 0
+
+
+def _cmd_drop_build_cache(args, matrix: Matrix) -> int:
+    from . import build
+    from ..engine import docker_client
+
+    client = docker_client.client()
+    for v in matrix.select(args.ids):
+        build.drop_recorded_build_cache(client, v, lambda line: print(line, file=sys.stderr))
     return 0
 
 

@@ -14,7 +14,7 @@ import json
 import uuid
 from pathlib import Path
 
-from ..engine.docker_client import PROJECT_LABEL
+from ..engine import docker_client
 from ..errors import KerasenvError, UsageError
 from ..matrix import kernel_targets as record
 from ..matrix.schema import IN_IMAGE_DIR, Matrix, Variant
@@ -38,7 +38,7 @@ def probe(client, matrix: Matrix, v: Variant) -> dict:
     container = client.containers.create(
         v.image_ref, [v.interpreter, "-m", PROBE_MODULE, "--json"], network_mode="none",
         environment={"PYTHONPATH": PROBE_MOUNT}, volumes={str(common): {"bind": PROBE_MOUNT, "mode": "ro"}},
-        labels={PROJECT_LABEL: "kerasenv", "io.kerasenv.kind": "kernel-targets"},
+        labels=docker_client.container_labels("kernel-targets"),
         name=f"kerasenv-kernel-targets-{uuid.uuid4().hex[:8]}")
     try:
         container.start()

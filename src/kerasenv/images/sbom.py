@@ -15,7 +15,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from ..engine.docker_client import PROJECT_LABEL
+from ..engine import docker_client
 from ..errors import KerasenvError, UsageError
 from ..matrix.schema import REPO_ROOT, Variant
 
@@ -56,7 +56,7 @@ def generate(client, v: Variant) -> dict:
     container = client.containers.create(
         v.image_ref, [python, "/opt/kerasenv-sbom/runner.py", target], network_mode="none", user="0",
         volumes={str(tool): {"bind": "/opt/kerasenv-sbom", "mode": "ro"}},
-        labels={PROJECT_LABEL: "kerasenv", "io.kerasenv.kind": "sbom"}, name=f"kerasenv-sbom-{uuid.uuid4().hex[:8]}")
+        labels=docker_client.container_labels("sbom"), name=f"kerasenv-sbom-{uuid.uuid4().hex[:8]}")
     try:
         container.start()
         code = container.wait(timeout=600)["StatusCode"]

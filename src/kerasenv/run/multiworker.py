@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine.docker_client import PROJECT_LABEL
+from ..engine import docker_client
 from ..errors import KerasenvError, UsageError
 from ..matrix.schema import Variant
 from .runner import DEFAULT_SHM, RUNS_IN_CONTAINER, default_user, prepare_runs_dir, smoke_command
@@ -64,7 +64,7 @@ def run(client, v: Variant, *, workers: int, runs_dir: Path, run_id: str, smoke_
     user = user or default_user()
     runs = prepare_runs_dir(runs_dir, user)
     tag = uuid.uuid4().hex[:8]
-    labels = {PROJECT_LABEL: "kerasenv", "io.kerasenv.kind": "multiworker", "io.kerasenv.run": tag}
+    labels = docker_client.container_labels("multiworker", **{"io.kerasenv.run": tag})
     hosts = [f"kerasenv-mw-{tag}-{i}" for i in range(workers)]
     network = client.networks.create(f"kerasenv-mw-{tag}", labels=labels)
     containers = []

@@ -23,6 +23,7 @@ from kerasenv_image.smoke.errors import EXIT_NO_GPU  # the smoke's "no GPU" code
 
 from ..engine import gpu_request
 from . import mounts as mounts_mod
+from ..engine import docker_client
 from ..engine.docker_client import PROJECT_LABEL
 from ..errors import KerasenvError, UsageError
 from ..matrix.schema import Variant
@@ -222,8 +223,7 @@ def run(client, v: Variant, command: list[str] | None, *, gpus: str | None, shm_
     kwargs = dict(
         image=image, command=command, name=name, detach=True, init=True,
         shm_size=parse_shm(shm_size), user=user, environment=env or {}, volumes=binds,
-        labels={PROJECT_LABEL: "kerasenv", "io.kerasenv.variant": v.id, "io.kerasenv.kind": kind,
-                "io.kerasenv.cli-pid": str(os.getpid())},
+        labels=docker_client.container_labels(kind, **{"io.kerasenv.variant": v.id}),
         **gpu_kwargs,
         # Group 0 may write the venv (see the Dockerfile's builder stage): `pip install` then
         # works for any UID, as OpenShift runs images.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -13,6 +14,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from kerasenv.images import build
+
+
+@pytest.fixture(autouse=True)
+def build_notes_in_tmp(tmp_path, monkeypatch):
+    """build() notes its stage images under XDG_CACHE_HOME: not in the real ~/.cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
 from kerasenv.errors import UsageError
 
 CA_ORDER = ("KERASENV_CA_CERT", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
@@ -276,3 +283,33 @@ def test_a_cache_that_cannot_be_dropped_is_said_and_does_not_fail_the_build(real
     result = build.BuildResult(real_matrix.get("tf2.21-cpu"), "x", 1, 1.0, ("89eee980990c",))
     assert build.drop_build_cache(client, result, said.append) == 0
     assert said[0].startswith("could not drop builder-stage image 89eee980990c")
+
+
+def test_a_build_notes_its_stage_images_and_drop_build_cache_removes_them_later(real_matrix, tmp_path, monkeypatch):
+    """The handover in `make test` drops a giver's cache after the taker is built, from the note
+    its build left (no cached rebuild, which reads every copied file to check the cache)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    client = FakeBuildClient(STAGED_BUILD, children={"2d20af6c2828"})
+    v = real_matrix.get("tf2.21-cpu")
+    build.build(client, real_matrix, v, progress=build.Progress(io.StringIO(), live=False))
+    note = tmp_path / "kerasenv" / "build-stages" / "tf2.21-cpu.json"
+    assert json.loads(note.read_text()) == {"image_id": "sha256:d136583c0883",
+                                            "stage_images": ["2d20af6c2828", "89eee980990c"]}
+    client._images["kerasenv:tf2.21-cpu"] = FakeImage("sha256:d136583c0883", ["kerasenv:tf2.21-cpu"])
+    said = []
+    assert build.drop_recorded_build_cache(client, v, said.append) == 1
+    assert client.removed == ["89eee980990c"] and not note.exists()
+    assert said == ["dropped the build cache of tf2.21-cpu: 1 builder-stage image(s) removed"]
+
+
+def test_drop_build_cache_leaves_the_stages_of_a_note_about_another_image(real_matrix, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    client = FakeBuildClient(STAGED_BUILD)
+    v = real_matrix.get("tf2.21-cpu")
+    said = []
+    assert build.drop_recorded_build_cache(client, v, said.append) == 0  # no note at all
+    assert said[-1].startswith("kerasenv:tf2.21-cpu: no build of it noted here")
+    build.build(client, real_matrix, v, progress=build.Progress(io.StringIO(), live=False))
+    client._images["kerasenv:tf2.21-cpu"] = FakeImage("sha256:0ther", ["kerasenv:tf2.21-cpu"])  # rebuilt or pulled
+    assert build.drop_recorded_build_cache(client, v, said.append) == 0
+    assert client.removed == [] and "made another image" in said[-1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from kerasenv.images import clean
+from kerasenv.engine import docker_client
 from kerasenv.engine.docker_client import PROJECT_LABEL
 
 
@@ -85,8 +86,8 @@ def test_a_container_whose_cli_is_still_running_stays(tmp_path):
 
 def test_clean_keeps_a_live_cli_s_container_and_removes_a_dead_one_s(monkeypatch):
     client = FakeClient(set())
-    live = Removable(name="kerasenv-lab-live", labels={clean.CLI_PID_LABEL: "4242"})
-    dead = Removable(name="kerasenv-lab-dead", labels={clean.CLI_PID_LABEL: "999"})
+    live = Removable(name="kerasenv-lab-live", labels={docker_client.CLI_PID_LABEL: "4242"})
+    dead = Removable(name="kerasenv-lab-dead", labels={docker_client.CLI_PID_LABEL: "999"})
     client.containers_[:] = [live, dead]
     monkeypatch.setattr(clean, "cli_is_running", lambda pid: pid == "4242")
     lines = []
