@@ -201,10 +201,17 @@ giver_of = $(strip $(foreach p,$(CUDA_LAYER_HANDOVER),$(if $(filter $(1),$(word 
 # dropped ones again.
 IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cpu-jupyter tf2.21-cuda12.9 jax0.10-cpu jax0.10-cpu-jupyter \
 	jax0.10-cuda12.9 torch2.15-cuda13.2 tf2.15-cuda12.2
+# The integration tests the test lane runs, after the last acceptance run, rather than the
+# build lane after the builds (the acceptance runs ended about 200 s before the integration
+# tests did). Only tests that may run beside the others: they use neither of the images the
+# registry test untags and pulls back (tf2.21-cpu, jax0.10-cpu), and their containers carry no
+# io.kerasenv.kind, which the build lane's `make clean` would remove.
+INTEGRATION_IN_TEST_LANE := tests/integration/test_gpu_host_check.py tests/integration/test_broken_gpu_libraries.py
 TEST_FAILURES := .test-failures
 # Lane steps that are not a variant's (run by test-lanes, not on their own):
 unit_step := test-unit-lane-step
 integration_step := test-integration-lane-step
+integration_test_lane_step := test-integration-test-lane-step
 record_failure = || echo '$(1)' >> $(TEST_FAILURES)
 timed = scripts/timed-step '$(1)'
 
@@ -220,13 +227,15 @@ test-accept-$(1): test-build-$(1) $(if $(2),test-accept-$(2))
 endef
 $(foreach i,$(shell seq $(words $(LANE_VARIANTS))),$(eval $(call test_lane_steps,$(word $(i),$(LANE_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(LANE_VARIANTS))))))
 
-test-lanes: test-accept-$(lastword $(LANE_VARIANTS)) $(integration_step) ## what `make test` runs after lint, in two lanes (use `make -j2 test-lanes`): builds, and the tests of each built image
+test-lanes: test-accept-$(lastword $(LANE_VARIANTS)) $(integration_step) $(integration_test_lane_step) ## what `make test` runs after lint, in two lanes (use `make -j2 test-lanes`): builds, and the tests of each built image
 
 # The integration tests close the build lane: once every image is built they run beside the
 # acceptance runs still going (they need tf2.21-cpu, tf2.21-cuda12.9 and tf2.15-cuda12.2, and
 # each suite labels its containers as its own session's).
 $(integration_step): test-build-$(lastword $(LANE_VARIANTS))
-	$(call timed,integration tests) $(VENV)/bin/pytest tests -m docker $(PYTEST_ARGS) $(call record_failure,integration tests (pytest tests -m docker))
+	$(call timed,integration tests) $(VENV)/bin/pytest tests -m docker $(addprefix --ignore=,$(INTEGRATION_IN_TEST_LANE)) $(PYTEST_ARGS) $(call record_failure,integration tests (pytest tests -m docker))
+$(integration_test_lane_step): test-accept-$(lastword $(LANE_VARIANTS))
+	$(call timed,integration tests (test lane)) $(VENV)/bin/pytest $(INTEGRATION_IN_TEST_LANE) -m docker $(PYTEST_ARGS) $(call record_failure,integration tests (test lane: $(notdir $(INTEGRATION_IN_TEST_LANE))))
 
 # The tests that need no Docker open the test lane: they fill the time the first build takes.
 test-accept-$(firstword $(LANE_VARIANTS)): $(unit_step)

@@ -14,7 +14,8 @@ import pytest
 
 from .conftest import SESSION, TEST_LABEL, kerasenv
 
-LABELS = {"io.kerasenv.kind": "test-gpu-host-check", TEST_LABEL: SESSION}
+# No io.kerasenv.kind: `make clean` (in the build lane of make test, beside these) would remove it.
+LABELS = {TEST_LABEL: SESSION}
 
 
 @pytest.fixture(scope="module")

@@ -216,3 +216,23 @@ def test_the_lanes_build_the_quickest_image_first_then_the_matrix_order(real_mat
     first = re.search(r"^FIRST_BUILT := (\S+)$", MAKEFILE, re.M).group(1)
     assert variants == [first] + [v.id for v in real_matrix.debian_based if v.id != first]
     assert real_matrix.get(first).family == "cpu"
+
+
+def test_the_integration_tests_run_once_each_split_between_the_lanes():
+    """The build lane runs every integration test but INTEGRATION_IN_TEST_LANE, which the test
+    lane runs after its last acceptance run: each test once, none left out. Those in the test
+    lane run beside the build lane's: none may use an image the registry test untags and pulls
+    back, nor label its containers with io.kerasenv.kind (the build lane's `make clean` would
+    remove them)."""
+    lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout
+    in_test_lane = re.search(r"^INTEGRATION_IN_TEST_LANE := (.+)$", MAKEFILE, re.M).group(1).split()
+    build_lane = re.search(r"pytest tests -m docker (.*?)\s*\|\|", lanes).group(1).split()
+    assert build_lane == [f"--ignore={path}" for path in in_test_lane]
+    assert re.search(rf"pytest {re.escape(' '.join(in_test_lane))} -m docker\b", lanes)
+    registry = (REPO / "tests" / "integration" / "test_registry.py").read_text()
+    untagged = ast.literal_eval(re.search(r"^PUSHED = (.+)$", registry, re.M).group(1))
+    for path in in_test_lane:
+        text = (REPO / path).read_text()
+        assert '"io.kerasenv.kind"' not in text, path  # as a label key
+        assert not any(f'"{variant}"' in text or f"kerasenv:{variant}" in text for variant in untagged), path
