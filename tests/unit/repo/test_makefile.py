@@ -224,8 +224,10 @@ def test_the_integration_tests_run_once_each_split_between_the_lanes():
     lane run beside the build lane's: none may use an image the registry test untags and pulls
     back, nor label its containers with io.kerasenv.kind (the build lane's `make clean` would
     remove them)."""
+    # Not the PYTEST_ARGS of the `make test` this may run under (MAKEFLAGS reach a sub-make).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTEST_ARGS")}
     lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout
+                           text=True, check=True, env=env).stdout
     in_test_lane = re.search(r"^INTEGRATION_IN_TEST_LANE := (.+)$", MAKEFILE, re.M).group(1).split()
     build_lane = re.search(r"pytest tests -m docker (.*?)\s*\|\|", lanes).group(1).split()
     assert build_lane == [f"--ignore={path}" for path in in_test_lane]
