@@ -216,7 +216,7 @@ record_failure = || echo '$(1)' >> $(TEST_FAILURES)
 timed = scripts/timed-step '$(1)'
 
 define test_lane_steps
-# $(1): the variant, $(2): the one before it in the matrix (empty for the first)
+# $(1): the variant, $(2): the one before it in LANE_VARIANTS (empty for the first)
 test-build-$(1): $(if $(2),test-build-$(2)) venv
 	$$(call timed,build $(1)) $$(KERASENV) build $(1) $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT) $(cache_givers)),,--drop-build-cache) $$(call record_failure,build $(1))
 	$(if $(call giver_of,$(1)),$$(KERASENV) drop-build-cache $(call giver_of,$(1)) $$(call record_failure,drop the build cache of $(call giver_of,$(1))))
@@ -230,7 +230,7 @@ $(foreach i,$(shell seq $(words $(LANE_VARIANTS))),$(eval $(call test_lane_steps
 test-lanes: test-accept-$(lastword $(LANE_VARIANTS)) $(integration_step) $(integration_test_lane_step) ## what `make test` runs after lint, in two lanes (use `make -j2 test-lanes`): builds, and the tests of each built image
 
 # The integration tests close the build lane: once every image is built they run beside the
-# acceptance runs still going (they need tf2.21-cpu, tf2.21-cuda12.9 and tf2.15-cuda12.2, and
+# acceptance runs still going (they need IMAGES_FOR_INTEGRATION, and
 # each suite labels its containers as its own session's).
 $(integration_step): test-build-$(lastword $(LANE_VARIANTS))
 	$(call timed,integration tests) $(VENV)/bin/pytest tests -m docker $(addprefix --ignore=,$(INTEGRATION_IN_TEST_LANE)) $(PYTEST_ARGS) $(call record_failure,integration tests (pytest tests -m docker))

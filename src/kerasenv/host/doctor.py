@@ -103,11 +103,11 @@ def gather(client_factory, nvidia_exe: str | None = None) -> HostFacts:
         client = client_factory()
         info = client.info()
         facts.docker_runtimes = sorted((info.get("Runtimes") or {}).keys())
-        from ..engine import docker_gpus
+        from ..engine import docker_client, docker_gpus
 
         facts.docker_gpus = docker_gpus.ask(client)
         facts.cuda_cache_volumes = sorted(v.name for v in client.volumes.list(
-            filters={"label": "io.kerasenv.kind=cuda-cache"}))
+            filters={"label": f"{docker_client.KIND_LABEL}=cuda-cache"}))
     except Exception as exc:  # DockerUnavailable carries the one-line fix
         facts.docker_error = getattr(exc, "message", str(exc))
     for folder in CDI_SPEC_DIRS:

@@ -248,12 +248,12 @@ def record_stage_images(tag: str, result: BuildResult) -> None:
         pass  # a cache note: without it, drop-build-cache says there is nothing it knows to drop
 
 
-def drop_recorded_build_cache(client, v: Variant, say: Callable[[str], None], *, tag: str | None = None) -> int:
-    """Drop the builder-stage images the last build of `tag` (default kerasenv:<id>) noted, if
-    that build made the image `tag` names now; how many went."""
+def drop_recorded_build_cache(client, v: Variant, say: Callable[[str], None]) -> int:
+    """Drop the builder-stage images the last build of kerasenv:<id> noted, if that build made
+    the image the tag names now; how many went."""
     from docker.errors import ImageNotFound
 
-    tag = tag or v.image_ref
+    tag = v.image_ref
     path = stage_record_path(tag)
     try:
         record = json.loads(path.read_text())

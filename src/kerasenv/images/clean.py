@@ -24,7 +24,7 @@ from ..engine.docker_client import CLI_PID_LABEL, KIND_LABEL, PROJECT_LABEL
 from ..matrix.schema import Matrix
 
 VARIANT_LABEL = "io.kerasenv.variant"
-CUDA_CACHE_FILTER = "io.kerasenv.kind=cuda-cache"
+CUDA_CACHE_FILTER = f"{KIND_LABEL}=cuda-cache"
 
 
 def cli_is_running(pid: str | None, proc: Path = Path("/proc")) -> bool:

@@ -156,7 +156,7 @@ def ensure_cuda_cache(client, v: Variant) -> str:
     Created empty, Docker fills it from the image's /var/cache/kerasenv/cuda on first mount,
     mode 1777 included, so any UID can write it."""
     name = cuda_cache_volume(v)
-    client.volumes.create(name=name, labels={PROJECT_LABEL: "kerasenv", "io.kerasenv.kind": "cuda-cache",
+    client.volumes.create(name=name, labels={PROJECT_LABEL: "kerasenv", docker_client.KIND_LABEL: "cuda-cache",
                                              "io.kerasenv.variant": v.id})
     return name
 
