@@ -19,6 +19,7 @@ WORKERS    ?= 2
 GPU        ?=
 IMAGE      ?=
 REGISTRY   ?=
+COMPRESSION ?= gzip
 COMPOSE_GPU ?=
 TENSORBOARD_PORT ?= 6006
 JUPYTER_PORT ?= 8888
@@ -103,13 +104,13 @@ gpu-host-check: venv ## pack the check for a GPU machine with JAX/PyTorch and no
 bench-container: venv ## measure smoke throughput in the container vs a host venv (same lock; BENCH_ARGS=--dry-run checks it)
 	$(VENV)/bin/python scripts/bench_container_vs_host.py --variant $(CPU_VARIANT) $(BENCH_ARGS)
 
-push: venv ## push VARIANT= (short, full and latest-* tags) to REGISTRY=
+push: venv ## push VARIANT= (short, full and latest-* tags) to REGISTRY= (COMPRESSION=gzip|zstd|both: zstd goes to the -zstd tags)
 	@test -n "$(REGISTRY)" || { echo "make push: set REGISTRY=, e.g. REGISTRY=ghcr.io/you" >&2; exit 2; }
-	$(KERASENV) push $(VARIANT) --registry $(REGISTRY)
+	$(KERASENV) push $(VARIANT) --registry $(REGISTRY) --compression $(COMPRESSION)
 
-pull: venv ## pull VARIANT= from REGISTRY= and check its labels against the matrix
+pull: venv ## pull VARIANT= from REGISTRY= and check its labels against the matrix (COMPRESSION=zstd: the -zstd tag)
 	@test -n "$(REGISTRY)" || { echo "make pull: set REGISTRY=, e.g. REGISTRY=ghcr.io/you" >&2; exit 2; }
-	$(KERASENV) pull $(VARIANT) --registry $(REGISTRY)
+	$(KERASENV) pull $(VARIANT) --registry $(REGISTRY) --compression $(COMPRESSION)
 
 sbom: venv ## CycloneDX SBOM of kerasenv:VARIANT's Python environment (sbom-VARIANT.cdx.json)
 	$(KERASENV) sbom $(VARIANT)
@@ -264,6 +265,9 @@ size-check: venv ## fail when a built image exceeds its size budget (images/matr
 bench: venv ## measure samples/s (CPU, each GPU) and image sizes into benchmarks/ (BENCH_ARGS=--quick ...)
 	$(KERASENV) size --json benchmarks/results/sizes.json
 	$(KERASENV) bench $(BENCH_ARGS)
+
+bench-pull: venv ## pull-to-first-step of VARIANT=, gzip vs zstd: throwaway registry and containerd, results in benchmarks/pull.md (root; BENCH_ARGS=--rounds N)
+	$(KERASENV) bench-pull $(VARIANT) $(BENCH_ARGS)
 
 bench-report: venv ## regenerate benchmarks/report.md and benchmarks/charts/*.png from benchmarks/results/
 	$(KERASENV) bench-report

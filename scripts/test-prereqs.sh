@@ -42,6 +42,8 @@ if ! docker_up; then
   have dockerd || with_recommends+=(docker.io)  # Debian's engine, only where no daemon runs and none is installed
 fi
 need_pkg tmux tmux
+need_pkg skopeo skopeo                    # zstd pushes (kerasenv push --compression zstd)
+need_pkg ctr containerd                   # a throwaway containerd pulls the zstd image (docker.io brings it)
 need_pkg chromium chromium                # the headless-browser tests
 need_pkg node nodejs                      # npm installs the devcontainer CLI
 need_pkg npm npm

@@ -30,7 +30,7 @@ from .run import session
 # `kerasenv --help` lists the commands in the order a user meets them, not package by package.
 HELP_ORDER = ("list", "generate", "lock", "build", "base-offline", "doctor", "gpu-host-check", "smoke", "run",
               "shell", "lab", "multiworker", "push", "pull", "matrix", "sbom", "kernel-targets", "tags", "size",
-              "bench", "bench-report", "clean", "drop-build-cache")
+              "bench", "bench-pull", "bench-report", "clean", "drop-build-cache")
 
 
 def _parser() -> argparse.ArgumentParser:

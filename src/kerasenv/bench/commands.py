@@ -9,6 +9,7 @@ asks host/ which image this host calls for.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -41,6 +42,22 @@ def register(subparsers) -> None:
     s.add_argument("--timeout", type=float, default=1800, help="give up on a device after this many seconds")
     s.add_argument("--report-only", action="store_true", help="measure nothing; regenerate the report from results/")
     s.set_defaults(handler=_cmd_bench)
+
+    s = subparsers.add_parser("bench-pull", help="pull-to-first-step: push to a throwaway registry, cold pull into a "
+                                                 "throwaway containerd, run the default command; gzip vs zstd (root)")
+    s.add_argument("id", nargs="?", default=None, metavar="ID", help="variant (default: the default GPU image)")
+    s.add_argument("--compression", default="gzip,zstd", help="gzip, zstd or both in one run: gzip,zstd (default)")
+    s.add_argument("--zstd-level", type=int, default=None, metavar="N",
+                   help="zstd level for the zstd push (default: kerasenv push's, publish/compression.ZSTD_LEVEL)")
+    s.add_argument("--rounds", type=int, default=1, help="cold pulls per compression, alternating (default 1)")
+    s.add_argument("--image", metavar="REF", help="measure this local image in ID's place (e.g. an experimental "
+                                                  "build of it); its results go to results/pull-ID-<label>.json")
+    s.add_argument("--label", default="", help="a name for this measurement, with --image (e.g. split-layers)")
+    s.add_argument("--work-dir", type=Path, help="where the throwaway registry and containerd live (default: the "
+                                                 "system's temporary directory; a real file system, not an overlay)")
+    s.add_argument("-o", "--output-dir", type=Path, help="benchmark directory: results/pull-ID.json, pull.md, "
+                                                         "charts/pull.png (default ./benchmarks)")
+    s.set_defaults(handler=_cmd_bench_pull)
 
     s = subparsers.add_parser("bench-report", help="regenerate the benchmark report (report.md, charts/) from results/")
     s.add_argument("-o", "--output-dir", type=Path, help="benchmark directory (default ./benchmarks)")
@@ -126,7 +143,43 @@ def _cmd_bench(args, matrix: Matrix) -> int:
     return 0
 
 
+def _cmd_bench_pull(args, matrix: Matrix) -> int:
+    from . import pull
+    from . import pull_report
+    from . import throughput as bench
+    from ..engine import docker_client
+    from ..publish import compression
+
+    # Every input is checked before anything starts.
+    compressions = pull.parse_compressions(args.compression)
+    level = compression.ZSTD_LEVEL if args.zstd_level is None else args.zstd_level
+    if not 1 <= level <= 22:
+        raise UsageError(f"--zstd-level {level}: zstd levels are 1 to 22 (default {compression.ZSTD_LEVEL})")
+    if not 1 <= args.rounds <= 20:
+        raise UsageError(f"--rounds {args.rounds}: from 1 to 20")
+    if args.work_dir is not None and not args.work_dir.is_dir():
+        raise UsageError(f"--work-dir {args.work_dir}: not a directory; create it or leave the option out")
+    v = matrix.get(args.id or matrix.default_gpu)
+    if args.image and not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", args.label or ""):
+        raise UsageError("--image needs --label NAME (lower-case letters, digits, dots, dashes): its results must "
+                         "not overwrite the variant's own")
+    if v.family == "rocm":
+        raise UsageError(f"{v.id} is built FROM AMD's image and not here: choose a Debian-based variant (`kerasenv list`)")
+    root = args.output_dir or bench.BENCH_ROOT
+    doc = pull.measure(docker_client.client(), v, compressions, args.rounds, level, args.work_dir, say,
+                       image_ref=args.image)
+    name = f"pull-{v.id}" + (f"-{args.label}" if args.image else "")
+    doc["label"] = args.label if args.image else ""
+    bench.write_json(root / "results" / f"{name}.json", doc)
+    for line in pull.summary_lines(doc):
+        print(line)
+    written = pull_report.generate(root)
+    print(f"kerasenv: wrote {root / 'results' / f'{name}.json'} and {written['pull']}", file=sys.stderr)
+    return 0
+
+
 def _cmd_bench_report(args, matrix: Matrix) -> int:
+    from . import pull_report
     from . import report as bench_report
     from . import throughput as bench
 
@@ -134,8 +187,9 @@ def _cmd_bench_report(args, matrix: Matrix) -> int:
     if not (root / "results").is_dir():
         raise UsageError(f"{root / 'results'} does not exist: run `kerasenv bench` first (or pass -o DIR)")
     written = bench_report.generate(root)
+    written.update(pull_report.generate(root))
     print(f"wrote {written['report']}")
     for name, path in written.items():
-        if name != "report":
+        if name not in ("report",):
             print(f"wrote {path}")
     return 0

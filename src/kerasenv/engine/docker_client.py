@@ -47,3 +47,24 @@ def client() -> "docker.DockerClient":
             "(`sudo systemctl start docker`, or `sudo dockerd &`) and check DOCKER_HOST"
         ) from None
     return c
+
+
+# Docker unpacks zstd-compressed layers from 23.0 on (moby/moby#41759, "compression: add support
+# for the zstd algorithm", first released in 23.0.0); 20.10 fails the pull with `failed to register layer:
+# Error processing tar file(exit status 1): archive/tar: invalid tar header` (seen here,
+# Debian's docker.io 20.10.24). containerd (Kubernetes nodes, nerdctl) unpacks zstd since 1.5.
+ZSTD_SINCE = (23, 0)
+
+
+def engine_version(server_version: str) -> tuple[int, int] | None:
+    """(major, minor) of a daemon's version string ("20.10.24+dfsg1", "29.3.0"), or None."""
+    import re
+
+    m = re.match(r"\s*(\d+)\.(\d+)", server_version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def unpacks_zstd(server_version: str) -> bool | None:
+    """Whether a Docker daemon of this version unpacks zstd layers (None: version unknown)."""
+    version = engine_version(server_version)
+    return None if version is None else version >= ZSTD_SINCE

@@ -44,6 +44,7 @@ class HostFacts:
     # replayed host in tests), and then the runtime/CDI hints above decide, as before.
     docker_gpus: object | None = None
     cuda_cache_volumes: list[str] = field(default_factory=list)  # the JIT-cache volumes present
+    docker_version: str | None = None  # the daemon's, e.g. "20.10.24+dfsg1"
 
 
 # --- gathering ---------------------------------------------------------------------------
@@ -108,6 +109,7 @@ def gather(client_factory, nvidia_exe: str | None = None) -> HostFacts:
         facts.docker_gpus = docker_gpus.ask(client)
         facts.cuda_cache_volumes = sorted(v.name for v in client.volumes.list(
             filters={"label": f"{docker_client.KIND_LABEL}=cuda-cache"}))
+        facts.docker_version = client.version().get("Version")
     except Exception as exc:  # DockerUnavailable carries the one-line fix
         facts.docker_error = getattr(exc, "message", str(exc))
     for folder in CDI_SPEC_DIRS:
@@ -132,6 +134,8 @@ def host_checks(facts: HostFacts) -> list[Check]:
                             "start Docker (`sudo systemctl start docker`) and check DOCKER_HOST"))
     else:
         checks.append(Check(PASS, "docker", "Docker daemon reachable"))
+        if facts.docker_version:
+            checks.append(zstd_check(facts.docker_version))
     nv = facts.nvidia
     if not nv.present:
         checks.append(Check(INFO, "nvidia-driver", "no nvidia-smi on this host: no NVIDIA GPU in use",
@@ -190,6 +194,22 @@ def host_checks(facts: HostFacts) -> list[Check]:
         checks.append(Check(INFO, "shm", f"host /dev/shm {facts.shm_bytes // 2**20} MiB; containers get their "
                                          "own: kerasenv passes --shm-size 2g (Docker's default is 64 MB)"))
     return checks
+
+
+def zstd_check(docker_version: str) -> Check:
+    """Whether this engine unpacks the `-zstd` tags (kerasenv push --compression zstd)."""
+    from ..engine import docker_client
+
+    unpacks = docker_client.unpacks_zstd(docker_version)
+    since = ".".join(map(str, docker_client.ZSTD_SINCE))
+    if unpacks:
+        return Check(PASS, "zstd", f"Docker {docker_version} unpacks zstd layers: the `-zstd` tags pull faster "
+                                   "(`kerasenv pull ID --registry R --compression zstd`)")
+    if unpacks is None:
+        return Check(INFO, "zstd", f"Docker {docker_version}: version not understood; zstd layers need Docker >= {since}")
+    return Check(INFO, "zstd", f"Docker {docker_version} cannot unpack zstd layers (Docker >= {since} and containerd "
+                               "can): pull the plain (gzip) tags, not the `-zstd` ones",
+                 f"to pull the smaller, faster `-zstd` tags, upgrade to Docker >= {since}")
 
 
 # CUDA's binary compatibility rules live in kernel_choice; the doctor judges with them.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from ..matrix.schema import Matrix
+from . import compression
 
 
 def register(subparsers) -> None:
@@ -19,6 +20,13 @@ def register(subparsers) -> None:
         s.add_argument("ids", nargs="+", metavar="ID")
         s.add_argument("--registry", required=True, help="e.g. ghcr.io/you, or 127.0.0.1:5000")
         s.add_argument("--json", action="store_true", help="one JSON object per image on stdout")
+        if command == "push":
+            s.add_argument("--compression", choices=compression.CHOICES, default=compression.GZIP,
+                           help="gzip (default; every engine), zstd (the `-zstd` tags: Docker >= 23, containerd), "
+                                "or both")
+        else:
+            s.add_argument("--compression", choices=(compression.GZIP, compression.ZSTD), default=compression.GZIP,
+                           help="zstd pulls the `-zstd` tag (Docker >= 23; older Docker is refused with the gzip tag)")
         s.set_defaults(handler=_cmd_transfer)
 
     s = subparsers.add_parser("matrix", help="the variant matrix for CI (GitHub Actions `fromJSON`)")
@@ -38,16 +46,22 @@ def _cmd_transfer(args, matrix: Matrix) -> int:
     from ..engine import docker_client
 
     client = docker_client.client()
-    action = registry.push if args.command == "push" else registry.pull
-    stale = False
-    for v in matrix.select(args.ids):
-        t = action(client, matrix, v, args.registry)
-        stale = stale or bool(t.stale)
-        line = {"variant": v.id, "ref": t.ref, "digest": t.digest, "seconds": round(t.seconds, 1),
-                "layers_transferred": t.layers_sent, "layers_already_there": t.layers_skipped,
-                "stale_labels": {k: list(pair) for k, pair in t.stale.items()}}
-        print(json.dumps(line) if args.json else
-              f"{t.ref}@{t.digest}\t{t.seconds:.0f} s\t{t.layers_sent} layers sent, {t.layers_skipped} already there")
+    variants = matrix.select(args.ids)
+    if args.command == "push":
+        compression.preflight(args.compression)  # before the first image goes
+    for v in variants:
+        if args.command == "push":
+            transfers = registry.push(client, matrix, v, args.registry, args.compression)
+        else:
+            transfers = [registry.pull(client, matrix, v, args.registry, args.compression)]
+        for t in transfers:
+            line = {"variant": v.id, "ref": t.ref, "compression": t.compression, "digest": t.digest,
+                    "seconds": round(t.seconds, 1), "layers_transferred": t.layers_sent,
+                    "layers_already_there": t.layers_skipped,
+                    "stale_labels": {k: list(pair) for k, pair in t.stale.items()}}
+            print(json.dumps(line) if args.json else
+                  f"{t.ref}@{t.digest}\t{t.compression}\t{t.seconds:.0f} s\t{t.layers_sent} layers sent, "
+                  f"{t.layers_skipped} already there")
     return 0
 
 

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 from ..matrix import labels as labels_mod
+from . import compression as compression_mod
 from . import tags as tags_mod
+from ..engine import docker_client
 from ..errors import KerasenvError, UsageError
 from ..matrix.schema import Matrix, Variant
 
@@ -44,6 +46,7 @@ class Transfer:
     layers_sent: int = 0
     layers_skipped: int = 0
     stale: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    compression: str = compression_mod.GZIP
 
 
 # --- classifying the daemon's error text ------------------------------------------------
@@ -265,29 +268,50 @@ def _transfer(start, say, what: str):
         raise _RegistryFailure(str(exc.explanation or exc)) from None
 
 
-def push(client, matrix: Matrix, v: Variant, registry: str, say=lambda m: print(m, file=sys.stderr)) -> Transfer:
+def push(client, matrix: Matrix, v: Variant, registry: str, compression: str = compression_mod.GZIP,
+         say=lambda m: print(m, file=sys.stderr)) -> list[Transfer]:
+    """Push every tag of the variant: gzip through the daemon, zstd (the `-zstd` tags) through
+    skopeo. One Transfer per compression."""
     from docker.errors import ImageNotFound
 
     policy = RetryPolicy.from_env()
+    pairs = compression_mod.tags_for(tags_mod.tags(matrix, v), compression)
+    compression_mod.preflight(compression)
     try:
         image = client.images.get(v.image_ref)
     except ImageNotFound:
         raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}` first") from None
     repo = tags_mod.repository(registry)
-    started = time.monotonic()
-    digest, sent, skipped = None, 0, 0
-    for tag in tags_mod.tags(matrix, v):
-        image.tag(repo, tag)
-        what = f"push {repo}:{tag}"
-        d, s, k = _with_retries(
-            lambda tag=tag, what=what: _transfer(
-                lambda: client.images.push(repo, tag=tag, stream=True, decode=True), say, what),
-            what=what, action="push", registry=registry, ref=f"{repo}:{tag}", variant_id=v.id,
-            say=say, policy=policy)
-        digest = digest or d
-        sent, skipped = sent + s, skipped + k
-    say(f"pushed {repo}:{v.id} ({', '.join(tags_mod.tags(matrix, v)[1:])}) digest {digest}")
-    return Transfer(v, f"{repo}:{v.id}", digest, time.monotonic() - started, sent, skipped)
+    transfers = []
+    gzip_tags = [t for t, c in pairs if c == compression_mod.GZIP]
+    if gzip_tags:
+        started = time.monotonic()
+        digest, sent, skipped = None, 0, 0
+        for tag in gzip_tags:
+            image.tag(repo, tag)
+            what = f"push {repo}:{tag}"
+            d, s, k = _with_retries(
+                lambda tag=tag, what=what: _transfer(
+                    lambda: client.images.push(repo, tag=tag, stream=True, decode=True), say, what),
+                what=what, action="push", registry=registry, ref=f"{repo}:{tag}", variant_id=v.id,
+                say=say, policy=policy)
+            digest = digest or d
+            sent, skipped = sent + s, skipped + k
+        say(f"pushed {repo}:{v.id} ({', '.join(gzip_tags[1:])}) digest {digest}")
+        transfers.append(Transfer(v, f"{repo}:{v.id}", digest, time.monotonic() - started, sent, skipped))
+    zstd_tags = [t for t, c in pairs if c == compression_mod.ZSTD]
+    if zstd_tags:
+        started = time.monotonic()
+        first = f"{repo}:{zstd_tags[0]}"
+        say(f"  push {first}: recompressing {v.image_ref} to zstd (level {compression_mod.ZSTD_LEVEL}) with skopeo")
+        compression_mod.push_zstd(v.image_ref, first)
+        for tag in zstd_tags[1:]:
+            compression_mod.copy_tag(first, f"{repo}:{tag}")
+        digest = compression_mod.manifest_digest(first)
+        say(f"pushed {first} ({', '.join(zstd_tags[1:])}) digest {digest}: zstd layers, for Docker >= 23 "
+            f"and containerd (older Docker pulls {repo}:{v.id})")
+        transfers.append(Transfer(v, first, digest, time.monotonic() - started, compression=compression_mod.ZSTD))
+    return transfers
 
 
 def stale_labels(matrix: Matrix, v: Variant, got: dict[str, str]) -> dict[str, tuple[str, str | None]]:
@@ -296,19 +320,43 @@ def stale_labels(matrix: Matrix, v: Variant, got: dict[str, str]) -> dict[str, t
             if got.get(k) != want}
 
 
-def pull(client, matrix: Matrix, v: Variant, registry: str, say=lambda m: print(m, file=sys.stderr)) -> Transfer:
+def zstd_refused(engine_version: str, ref: str, fix: str) -> UsageError:
+    """The one line for a zstd image this Docker cannot unpack."""
+    return UsageError(f"{ref} has zstd layers, which Docker {engine_version} cannot unpack (Docker >= "
+                      f"{'.'.join(map(str, docker_client.ZSTD_SINCE))} and containerd can): {fix}, or upgrade Docker")
+
+
+def pull(client, matrix: Matrix, v: Variant, registry: str, compression: str = compression_mod.GZIP,
+         say=lambda m: print(m, file=sys.stderr)) -> Transfer:
+    if compression not in (compression_mod.GZIP, compression_mod.ZSTD):
+        raise UsageError(f"--compression {compression!r} for a pull: choose gzip or zstd (one image is pulled)")
     policy = RetryPolicy.from_env()
     repo = tags_mod.repository(registry)
+    tag = compression_mod.zstd_tag(v.id) if compression == compression_mod.ZSTD else v.id
+    ref, gzip_ref = f"{repo}:{tag}", f"{repo}:{v.id}"
+    engine_version = client.version().get("Version", "")
+    use_gzip = f"pull the gzip tag {gzip_ref} instead (`kerasenv pull {v.id} --registry {registry}`)"
+    if compression == compression_mod.ZSTD and docker_client.unpacks_zstd(engine_version) is False:
+        raise zstd_refused(engine_version, ref, use_gzip)
     started = time.monotonic()
-    what = f"pull {repo}:{v.id}"
-    digest, sent, skipped = _with_retries(
-        lambda: _transfer(lambda: client.api.pull(repo, tag=v.id, stream=True, decode=True), say, what),
-        what=what, action="pull", registry=registry, ref=f"{repo}:{v.id}", variant_id=v.id,
-        say=say, policy=policy)
-    image = client.images.get(f"{repo}:{v.id}")
+    what = f"pull {ref}"
+    try:
+        digest, sent, skipped = _with_retries(
+            lambda: _transfer(lambda: client.api.pull(repo, tag=tag, stream=True, decode=True), say, what),
+            what=what, action="pull", registry=registry, ref=ref, variant_id=v.id,
+            say=say, policy=policy)
+    except KerasenvError as exc:
+        # A zstd image under a plain tag (pushed by other tools): the daemon downloads it and
+        # fails to unpack the first layer; it removes what it fetched itself.
+        if compression_mod.zstd_refusal(exc.message) and docker_client.unpacks_zstd(engine_version) is False:
+            raise zstd_refused(engine_version, ref, use_gzip if tag != v.id else
+                               f"push it again as gzip (`kerasenv push {v.id} --registry {registry}`: plain tags "
+                               f"are gzip, zstd goes to {repo}:{compression_mod.zstd_tag(v.id)})") from None
+        raise
+    image = client.images.get(ref)
     image.tag("kerasenv", v.id)  # the local name the rest of the tooling uses
     stale = stale_labels(matrix, v, image.labels or {})
     if stale:
         detail = ", ".join(f"{k}={got!r} (matrix: {want!r})" for k, (want, got) in list(stale.items())[:3])
         say(f"kerasenv: warning: {repo}:{v.id} is stale: {detail}; rebuild and push it, or pull by digest")
-    return Transfer(v, f"{repo}:{v.id}", digest, time.monotonic() - started, sent, skipped, stale)
+    return Transfer(v, ref, digest, time.monotonic() - started, sent, skipped, stale, compression)

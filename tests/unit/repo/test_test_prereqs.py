@@ -14,7 +14,7 @@ import pytest
 from ..conftest import REPO
 
 SCRIPT = REPO / "scripts" / "test-prereqs.sh"
-# What the script's first part calls; the tools it looks for (docker-registry, tmux,
+# What the script's first part calls; the tools it looks for (docker-registry, tmux, skopeo, ctr,
 # chromium, node, npm, devcontainer, docker) are left out on purpose.
 BASICS = ("bash", "env", "id", "timeout", "sed", "dirname", "cat", "sort", "head")
 
@@ -54,7 +54,7 @@ def test_a_user_without_root_gets_one_line_naming_what_is_missing_and_the_comman
     assert len(lines) == 1, proc.stderr
     (line,) = lines
     assert line.startswith("test-prereqs: missing docker-registry, ")
-    for what in ("tmux", "chromium", "nodejs", "npm", "the devcontainer CLI"):
+    for what in ("tmux", "skopeo", "containerd", "chromium", "nodejs", "npm", "the devcontainer CLI"):
         assert what in line
     assert "run `sudo make test-prereqs` (or: sudo apt-get install -y docker-registry " in line
     assert line.endswith("&& sudo npm install -g @devcontainers/cli)")

@@ -202,3 +202,13 @@ def test_a_blackwell_host_below_580_is_pointed_at_the_jax_image_not_the_newest_t
     torch = verdicts(doctor.judge(facts_for("rtx5090-572", monkeypatch), real_matrix))["torch2.15-cuda13.2"]
     assert torch.status == FAIL and "older than 580.65.06" in torch.message
     assert "jax0.10-cuda12.9 runs on it, with native kernels for this GPU" in torch.message
+
+
+@pytest.mark.parametrize("version,status,says", [
+    ("20.10.24+dfsg1", "INFO", "Docker 20.10.24+dfsg1 cannot unpack zstd layers (Docker >= 23.0 and containerd can)"),
+    ("29.3.0", "PASS", "Docker 29.3.0 unpacks zstd layers"),
+    ("weird", "INFO", "version not understood"),
+])
+def test_the_doctor_says_whether_docker_unpacks_zstd(version, status, says):
+    check = doctor.zstd_check(version)
+    assert (check.status, check.name) == (status, "zstd") and says in check.message

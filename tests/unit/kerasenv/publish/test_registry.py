@@ -145,9 +145,10 @@ class FakeImage:
 class FakeClient:
     """outcomes: one per daemon call, in order: a list of events, or an exception to raise."""
 
-    def __init__(self, outcomes, labels=None):
+    def __init__(self, outcomes, labels=None, engine_version="20.10.24+dfsg1"):
         self.outcomes, self.calls = list(outcomes), []
         self.image = FakeImage(labels)
+        self.engine_version = engine_version
         client = self
 
         class Images:
@@ -162,6 +163,9 @@ class FakeClient:
                 return client._next(("pull", f"{repo}:{tag}"))
 
         self.images, self.api = Images(), Api()
+
+    def version(self):
+        return {"Version": self.engine_version}
 
     def _next(self, call):
         self.calls.append(call)
@@ -193,7 +197,7 @@ def test_push_retries_a_502_then_pushes_every_tag(real_matrix, cpu, slept):
     client = FakeClient([error_event("received unexpected HTTP status: 502 Bad Gateway")]
                         + [ok_push(t) for t in tags])
     said: list[str] = []
-    t = registry.push(client, real_matrix, cpu, REG, say=said.append)
+    [t] = registry.push(client, real_matrix, cpu, REG, say=said.append)
     assert [c[1] for c in client.calls] == [f"{REPO}:{tags[0]}"] * 2 + [f"{REPO}:{x}" for x in tags[1:]]
     assert slept == [2]
     assert [line for line in said if "retrying" in line] == [
@@ -294,3 +298,86 @@ def test_a_bad_environment_value_fails_before_anything_is_pushed(real_matrix, cp
     with pytest.raises(UsageError, match=registry.ATTEMPTS_ENV):
         registry.push(client, real_matrix, cpu, REG, say=lambda m: None)
     assert client.calls == []
+
+
+# --- compression: zstd tags through skopeo, and Docker < 23 refusing them ------------------
+
+ZSTD_ON_DOCKER_20 = "failed to register layer: Error processing tar file(exit status 1): archive/tar: invalid tar header"
+
+
+@pytest.fixture
+def skopeo_calls(monkeypatch):
+    """What the push asks skopeo to do, recorded instead of run."""
+    from kerasenv.publish import compression
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(compression, "_skopeo", lambda: "/usr/bin/skopeo")
+    monkeypatch.setattr(compression, "push_zstd", lambda image, dest, **kw: calls.append(("push_zstd", image, dest)) or 1.0)
+    monkeypatch.setattr(compression, "copy_tag", lambda src, dest, **kw: calls.append(("copy_tag", src, dest)))
+    monkeypatch.setattr(compression, "manifest_digest", lambda ref, **kw: "sha256:z")
+    return calls
+
+
+def test_push_both_sends_gzip_through_the_daemon_and_zstd_tags_through_skopeo(real_matrix, cpu, slept, skopeo_calls):
+    tags = registry.tags_mod.tags(real_matrix, cpu)
+    client = FakeClient([ok_push(t) for t in tags])
+    gzip, zstd = registry.push(client, real_matrix, cpu, REG, "both", say=lambda m: None)
+    assert [c[1] for c in client.calls] == [f"{REPO}:{t}" for t in tags]  # plain tags: gzip, by the daemon
+    # one recompression from the engine, then the other -zstd tags copied in the registry
+    assert skopeo_calls == [("push_zstd", "kerasenv:tf2.21-cpu", f"{REPO}:tf2.21-cpu-zstd")] + [
+        ("copy_tag", f"{REPO}:tf2.21-cpu-zstd", f"{REPO}:{t}-zstd") for t in tags[1:]]
+    assert (gzip.compression, gzip.ref, gzip.digest) == ("gzip", f"{REPO}:tf2.21-cpu", "sha256:d")
+    assert (zstd.compression, zstd.ref, zstd.digest) == ("zstd", f"{REPO}:tf2.21-cpu-zstd", "sha256:z")
+
+
+def test_push_zstd_alone_touches_no_plain_tag(real_matrix, cpu, slept, skopeo_calls):
+    client = FakeClient([])
+    [t] = registry.push(client, real_matrix, cpu, REG, "zstd", say=lambda m: None)
+    assert client.calls == [] and t.compression == "zstd"
+    assert all(call[2].endswith("-zstd") for call in skopeo_calls)
+
+
+def test_push_zstd_without_skopeo_fails_before_anything_is_sent(real_matrix, cpu, slept, monkeypatch):
+    from kerasenv.publish import compression
+
+    monkeypatch.setattr(compression.shutil, "which", lambda name: None)
+    client = FakeClient([ok_push("x")] * 3)
+    with pytest.raises(UsageError) as info:
+        registry.push(client, real_matrix, cpu, REG, "both", say=lambda m: None)
+    assert client.calls == [] and info.value.exit_code == EXIT_USAGE
+    assert "skopeo is missing" in info.value.message and "apt-get install -y skopeo" in info.value.message
+
+
+def test_pull_zstd_on_docker_20_is_refused_before_the_pull_with_the_gzip_tag(real_matrix, cpu, slept):
+    client = FakeClient([ok_pull()])
+    with pytest.raises(UsageError) as info:
+        registry.pull(client, real_matrix, cpu, REG, "zstd", say=lambda m: None)
+    assert client.calls == []
+    assert info.value.message == (
+        f"{REPO}:tf2.21-cpu-zstd has zstd layers, which Docker 20.10.24+dfsg1 cannot unpack (Docker >= 23.0 and "
+        f"containerd can): pull the gzip tag {REPO}:tf2.21-cpu instead (`kerasenv pull tf2.21-cpu --registry {REG}`), "
+        f"or upgrade Docker")
+
+
+def test_pull_zstd_on_docker_29_pulls_the_zstd_tag(real_matrix, cpu, slept):
+    client = FakeClient([ok_pull()], labels=labels_mod.static_labels(real_matrix, cpu), engine_version="29.3.0")
+    t = registry.pull(client, real_matrix, cpu, REG, "zstd", say=lambda m: None)
+    assert client.calls == [("pull", f"{REPO}:tf2.21-cpu-zstd")] and t.compression == "zstd"
+    assert "kerasenv:tf2.21-cpu" in client.image.tags
+
+
+def test_a_zstd_image_under_a_plain_tag_fails_on_docker_20_with_one_line(real_matrix, cpu, slept):
+    """Pushed by another tool: the daemon fetches it and fails to unpack; not retried."""
+    client = FakeClient([[{"status": "Pulling fs layer", "id": "a"},
+                          {"errorDetail": {"message": ZSTD_ON_DOCKER_20}, "error": ZSTD_ON_DOCKER_20}]] * 4)
+    with pytest.raises(UsageError) as info:
+        registry.pull(client, real_matrix, cpu, REG, say=lambda m: None)
+    assert len(client.calls) == 1 and slept == []
+    message = info.value.message
+    assert message.startswith(f"{REPO}:tf2.21-cpu has zstd layers, which Docker 20.10.24+dfsg1 cannot unpack")
+    assert f"`kerasenv push tf2.21-cpu --registry {REG}`" in message and "\n" not in message
+
+
+def test_pull_both_is_a_usage_error(real_matrix, cpu, slept):
+    with pytest.raises(UsageError, match="choose gzip or zstd"):
+        registry.pull(FakeClient([]), real_matrix, cpu, REG, "both", say=lambda m: None)
