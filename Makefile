@@ -26,7 +26,10 @@ JUPYTER_PORT ?= 8888
 pick_variant = $(if $(filter command line environment,$(origin VARIANT)),$(VARIANT),auto)
 BENCH_ARGS ?=
 compose = docker compose -f compose/compose.yaml $(if $(COMPOSE_GPU),-f compose/compose.$(COMPOSE_GPU).yaml)
-compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(TENSORBOARD_PORT) JUPYTER_PORT=$(JUPYTER_PORT) PROFILE=$(PROFILE)
+# COMPOSE_GPU=rocm: the GIDs owning /dev/kfd and the AMD render nodes on this host, which
+# compose.rocm.yaml adds by number (`kerasenv rocm-groups`; without them compose stops, naming them).
+compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(TENSORBOARD_PORT) JUPYTER_PORT=$(JUPYTER_PORT) PROFILE=$(PROFILE) \
+	$(if $(filter rocm,$(COMPOSE_GPU)),env $$($(KERASENV) rocm-groups))
 
 smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE)) $(if $(filter 1 yes true,$(VERBOSE)),--verbose) $(if $(filter 1 yes true,$(PROFILE)),--profile)
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
