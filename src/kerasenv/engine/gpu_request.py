@@ -80,7 +80,7 @@ def rocm_kwargs(kind: str, value, amd: amd_devices.AmdHost) -> dict:
     return {
         "devices": specs,
         # The GIDs that own /dev/kfd and the render nodes on this host (render: 993 on the host
-        # of ROCm/ROCm-docker#116, 109 or 110 elsewhere), by number: our containers run as the
+        # of ROCm/ROCm-docker#116; each host has its own), by number: our containers run as the
         # user's UID, and a name would be looked up in the image's /etc/group.
         "group_add": [str(g) for g in amd.gids(indexes)],
         # AMD documents seccomp=unconfined for ROCm containers ("enables memory mapping",
