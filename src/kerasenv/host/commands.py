@@ -50,7 +50,8 @@ def _cmd_doctor(args, matrix: Matrix) -> int:
         return 3
     if args.require_gpu and not report.gpu_usable:
         print(f"kerasenv: error: no GPU variant can run on this host ({report.reason}); the lines "
-              "above say what to fix (driver, NVIDIA Container Toolkit), then rerun `kerasenv doctor`",
+              "above say what to fix (driver, NVIDIA Container Toolkit, AMD device access), then rerun "
+              "`kerasenv doctor`",
               file=sys.stderr)
         return 3
     return 0

@@ -136,3 +136,22 @@ def test_every_failure_is_one_line_with_a_fix():
         for c in doctor.host_checks(facts(host)):
             if c.status == FAIL:
                 assert "\n" not in c.message + c.fix and c.fix, c
+
+
+def test_gather_takes_the_amd_facts_docker_version_and_images_from_the_given_root(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from kerasenv.engine import docker_gpus
+
+    (tmp_path / "dev/dri").mkdir(parents=True)
+    (tmp_path / "dev/kfd").write_text("")
+    (tmp_path / "dev/dri/renderD128").write_text("")
+    (tmp_path / "sys/module/amdgpu").mkdir(parents=True)
+    monkeypatch.setattr(doctor, "probe_nvidia", lambda exe=None: nvidia_smi.HostGpus(present=False))
+    monkeypatch.setattr(docker_gpus, "ask", lambda client, image=None: docker_gpus.Answer(False, "no"))
+    client = SimpleNamespace(info=lambda: {"ServerVersion": "29.3.0", "Runtimes": {"runc": {}}},
+                             images=SimpleNamespace(list=lambda: [SimpleNamespace(tags=[ROCM_IMAGE])]),
+                             volumes=SimpleNamespace(list=lambda filters: []))
+    f = doctor.gather(lambda: client, root=str(tmp_path))
+    assert f.amd.kfd is not None and f.amd.driver_loaded and f.docker_version == "29.3.0"
+    assert f.local_images == {ROCM_IMAGE}
