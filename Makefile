@@ -27,7 +27,10 @@ JUPYTER_PORT ?= 8888
 pick_variant = $(if $(filter command line environment,$(origin VARIANT)),$(VARIANT),auto)
 BENCH_ARGS ?=
 compose = docker compose -f compose/compose.yaml $(if $(COMPOSE_GPU),-f compose/compose.$(COMPOSE_GPU).yaml)
-compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(TENSORBOARD_PORT) JUPYTER_PORT=$(JUPYTER_PORT) PROFILE=$(PROFILE)
+# COMPOSE_GPU=rocm: the GIDs owning /dev/kfd and the AMD render nodes on this host, which
+# compose.rocm.yaml adds by number (`kerasenv rocm-groups`; without them compose stops, naming them).
+compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(TENSORBOARD_PORT) JUPYTER_PORT=$(JUPYTER_PORT) PROFILE=$(PROFILE) \
+	$(if $(filter rocm,$(COMPOSE_GPU)),env $$($(KERASENV) rocm-groups))
 
 smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE)) $(if $(filter 1 yes true,$(VERBOSE)),--verbose) $(if $(filter 1 yes true,$(PROFILE)),--profile)
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
@@ -207,7 +210,7 @@ IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cpu-jupyter tf2.21-cuda12.9 jax0.10-
 # tests did). Only tests that may run beside the others: they use neither of the images the
 # registry test untags and pulls back (tf2.21-cpu, jax0.10-cpu), and their containers carry no
 # io.kerasenv.kind, which the build lane's `make clean` would remove.
-INTEGRATION_IN_TEST_LANE := tests/integration/test_gpu_host_check.py tests/integration/test_broken_gpu_libraries.py
+INTEGRATION_IN_TEST_LANE := tests/integration/test_gpu_host_check.py tests/integration/test_broken_gpu_libraries.py tests/integration/test_rocm_container_args.py
 TEST_FAILURES := .test-failures
 # Lane steps that are not a variant's (run by test-lanes, not on their own):
 unit_step := test-unit-lane-step

@@ -28,7 +28,7 @@ from .run import commands as run_commands
 from .run import session
 
 # `kerasenv --help` lists the commands in the order a user meets them, not package by package.
-HELP_ORDER = ("list", "generate", "lock", "build", "base-offline", "doctor", "gpu-host-check", "smoke", "run",
+HELP_ORDER = ("list", "generate", "lock", "build", "base-offline", "doctor", "rocm-groups", "gpu-host-check", "smoke", "run",
               "shell", "lab", "multiworker", "push", "pull", "matrix", "sbom", "kernel-targets", "tags", "size",
               "bench", "bench-pull", "bench-report", "clean", "drop-build-cache")
 

@@ -16,6 +16,9 @@ from .conftest import compose, free_port
 pytestmark = pytest.mark.usefixtures("compose_plugin")
 
 COMBINATIONS = [[], ["nvidia"], ["nvidia-devices"], ["rocm"]]
+# What `kerasenv rocm-groups` prints on the AMD host shape tests/fixtures/amd-hosts/ubuntu-render-993
+# (simulated; the render GID 993 of ROCm/ROCm-docker#116), which `make up COMPOSE_GPU=rocm` passes.
+ROCM_GIDS = {"KERASENV_KFD_GID": "993", "KERASENV_RENDER_GID": "993"}
 
 
 
@@ -23,7 +26,8 @@ COMBINATIONS = [[], ["nvidia"], ["nvidia-devices"], ["rocm"]]
 
 @pytest.mark.parametrize("overrides", COMBINATIONS, ids=lambda o: "+".join(["base", *o]))
 def test_every_compose_combination_validates(overrides):
-    resolved = json.loads(compose("config", "--format", "json", overrides=overrides).stdout)
+    env = ROCM_GIDS if overrides == ["rocm"] else None
+    resolved = json.loads(compose("config", "--format", "json", overrides=overrides, env=env).stdout)
     train = resolved["services"]["train"]
     assert train["init"] is True and train["shm_size"]
     if overrides and overrides[0].startswith("nvidia"):
@@ -31,9 +35,17 @@ def test_every_compose_combination_validates(overrides):
         assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
     if overrides == ["rocm"]:
         assert {d["source"] for d in train["devices"]} == {"/dev/kfd", "/dev/dri"}
-        assert train["group_add"] == ["0", "video"]  # the base's group 0 (pip install) and the GPU nodes
+        assert train["group_add"] == ["0", "993"]  # the base's group 0 (pip install), the nodes' GID (once)
+        assert train["security_opt"] == ["seccomp=unconfined"]
     assert "deploy" not in resolved["services"]["tensorboard"]  # TensorBoard never takes a GPU
     assert "0" in train["group_add"]  # the venv is group-0 writable: pip install under any UID
+
+
+def test_the_rocm_override_without_the_gids_stops_naming_them():
+    """By hand, without `kerasenv rocm-groups`: an error, not a container that cannot open the GPU."""
+    proc = compose("config", overrides=["rocm"], clean_env=True, check=False)
+    assert proc.returncode != 0
+    assert "KERASENV_KFD_GID" in proc.stderr and "kerasenv rocm-groups" in proc.stderr
 
 
 def scalar_tags(port: int) -> dict:

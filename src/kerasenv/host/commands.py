@@ -17,6 +17,9 @@ def register(subparsers) -> None:
                    help="also run nvidia-smi -L and the backend's GPU probe (TensorFlow, JAX or PyTorch) inside this image")
     s.add_argument("--gpus", default="all", help="GPU request for --container (default: all)")
     s.set_defaults(handler=_cmd_doctor)
+    s = subparsers.add_parser("rocm-groups", help="KERASENV_KFD_GID=... KERASENV_RENDER_GID=...: the GIDs owning "
+                                                  "/dev/kfd and the AMD render nodes, for compose's ROCm override")
+    s.set_defaults(handler=_cmd_rocm_groups)
     from . import gpu_host_check
 
     gpu_host_check.register(subparsers)
@@ -47,7 +50,22 @@ def _cmd_doctor(args, matrix: Matrix) -> int:
         return 3
     if args.require_gpu and not report.gpu_usable:
         print(f"kerasenv: error: no GPU variant can run on this host ({report.reason}); the lines "
-              "above say what to fix (driver, NVIDIA Container Toolkit), then rerun `kerasenv doctor`",
+              "above say what to fix (driver, NVIDIA Container Toolkit, AMD device access), then rerun "
+              "`kerasenv doctor`",
               file=sys.stderr)
         return 3
+    return 0
+
+
+def _cmd_rocm_groups(args, matrix: Matrix) -> int:
+    """One line of assignments for `env $(kerasenv rocm-groups) docker compose ...` (what
+    `make up COMPOSE_GPU=rocm` runs): compose/compose.rocm.yaml adds the two GIDs by number."""
+    from ..engine import amd_devices
+    from ..errors import KerasenvError
+
+    try:
+        values = amd_devices.compose_env(amd_devices.scan())
+    except ValueError as exc:
+        raise KerasenvError(str(exc)) from None
+    print(" ".join(f"{k}={v}" for k, v in values.items()))
     return 0

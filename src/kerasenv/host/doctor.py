@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from . import blackwell
 from . import kernel_choice
 from . import nvidia_smi
+from ..engine import amd_devices
 from ..engine.docker_gpus import CDI_SPEC_DIRS
 from ..matrix.schema import Matrix, Variant
 from ..matrix.nvidia_drivers import driver_tuple
@@ -38,7 +39,14 @@ class HostFacts:
     docker_error: str | None = None  # None: reachable
     docker_runtimes: list[str] = field(default_factory=list)
     cdi_specs: list[str] = field(default_factory=list)
-    rocm_devices: dict[str, bool] = field(default_factory=dict)
+    # AMD: the device nodes, their owners and the driver (engine/amd_devices; judged by
+    # rocm_checks), the AMD Container Toolkit's programs and CDI specs, Docker's version.
+    amd: amd_devices.AmdHost = field(default_factory=amd_devices.AmdHost)
+    amd_tools: list[str] = field(default_factory=list)
+    amd_cdi_specs: list[str] = field(default_factory=list)
+    docker_version: str | None = None
+    container_uid: int = field(default_factory=os.getuid)  # what kerasenv runs containers as
+    local_images: set[str] | None = None  # tags Docker holds; None: not asked
     shm_bytes: int | None = None
     # Docker's own answer to `--gpus all` (docker_gpus.ask); None: not asked (e.g. a
     # replayed host in tests), and then the runtime/CDI hints above decide, as before.
@@ -98,12 +106,17 @@ def probe_nvidia(exe: str | None = None) -> nvidia_smi.HostGpus:
     return nvidia_smi.merge(host, rows, listed)
 
 
-def gather(client_factory, nvidia_exe: str | None = None) -> HostFacts:
+def gather(client_factory, nvidia_exe: str | None = None, root: str = "/") -> HostFacts:
+    """The host's facts; `root`: where its file system is (the AMD device nodes, /sys, CDI specs)."""
+    from . import rocm_checks
+
     facts = HostFacts(nvidia=probe_nvidia(nvidia_exe))
     try:
         client = client_factory()
         info = client.info()
         facts.docker_runtimes = sorted((info.get("Runtimes") or {}).keys())
+        facts.docker_version = info.get("ServerVersion")
+        facts.local_images = {t for image in client.images.list() for t in (image.tags or [])}
         from ..engine import docker_client, docker_gpus
 
         facts.docker_gpus = docker_gpus.ask(client)
@@ -116,7 +129,8 @@ def gather(client_factory, nvidia_exe: str | None = None) -> HostFacts:
         if os.path.isdir(folder):
             facts.cdi_specs += [os.path.join(folder, f) for f in sorted(os.listdir(folder))
                                 if f.startswith("nvidia") and f.endswith((".yaml", ".json"))]
-    facts.rocm_devices = {path: os.path.exists(path) for path in ("/dev/kfd", "/dev/dri")}
+    facts.amd = amd_devices.scan(root)
+    facts.amd_tools, facts.amd_cdi_specs = rocm_checks.device_facts(root)
     try:
         st = os.statvfs("/dev/shm")
         facts.shm_bytes = st.f_frsize * st.f_blocks
@@ -180,11 +194,9 @@ def host_checks(facts: HostFacts) -> list[Check]:
                             TOOLKIT_FIX))
     else:
         checks.append(Check(INFO, "container-toolkit", "NVIDIA Container Toolkit not found (not needed without a GPU)"))
-    if all(facts.rocm_devices.values()) and facts.rocm_devices:
-        checks.append(Check(PASS, "rocm", "/dev/kfd and /dev/dri present (AMD GPU)"))
-    else:
-        missing = [p for p, ok in facts.rocm_devices.items() if not ok]
-        checks.append(Check(INFO, "rocm", f"no AMD GPU ({', '.join(missing)} missing)"))
+    from . import rocm_checks
+
+    checks += rocm_checks.host_checks(facts)
     where = ", ".join(facts.cuda_cache_volumes) or "none yet (created on the first CUDA run)"
     checks.append(Check(INFO, "cuda-jit-cache", "the driver's PTX JIT cache (Hopper/Blackwell kernels compiled on "
                                                 "first use) is kept in Docker volumes kerasenv-cuda-cache-<id>, "
@@ -222,9 +234,9 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
     if v.family == "cpu":
         return Check(PASS, name, "runs on any x86_64 host (CPU only)")
     if v.family == "rocm":
-        if facts.rocm_devices and all(facts.rocm_devices.values()):
-            return Check(PASS, name, "AMD GPU device nodes present")
-        return Check(INFO, name, "needs an AMD GPU (/dev/kfd, /dev/dri)")
+        from . import rocm_checks
+
+        return rocm_checks.variant_verdict(v, facts)
     if not nv.present or nv.error or not nv.driver_version:
         return Check(INFO, name, "no usable NVIDIA GPU: this image would train on the CPU")
     driver = driver_tuple(nv.driver_version)
@@ -330,8 +342,10 @@ def judge(facts: HostFacts, matrix: Matrix) -> Report:
     preferred = _preference(usable, {v.id: c.status for v, c in zip(matrix.variants, verdicts)}, facts, matrix)
     if preferred and toolkit_ok and not facts.docker_error:
         return Report(host, verdicts, preferred[0].id, "a usable NVIDIA GPU and the container toolkit", True)
-    if facts.rocm_devices and all(facts.rocm_devices.values()):
-        return Report(host, verdicts, matrix.default_rocm, "an AMD GPU (/dev/kfd, /dev/dri)", True)
+    from . import rocm_checks
+
+    if rocm_checks.usable(facts):
+        return Report(host, verdicts, matrix.default_rocm, "an AMD GPU that a non-root container can open", True)
     why = ("no NVIDIA GPU" if not facts.nvidia.present or facts.nvidia.error else
            "no CUDA variant fits this driver/GPU" if not usable else
            "Docker cannot give the GPU to containers (NVIDIA Container Toolkit)")

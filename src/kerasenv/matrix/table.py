@@ -52,7 +52,10 @@ def checked_here(v: Variant) -> str:
     """What `.ci/run` (`make test`) proves for this variant on every run."""
     if v.family == "rocm":
         return ("**not built here**: it is built FROM AMD's `rocm/tensorflow` image, which needs "
-                "Docker Hub, and this CI reaches no registry; no AMD GPU either")
+                "Docker Hub, and this CI reaches no registry; no AMD GPU either. Checked without them: "
+                "the container arguments for recorded AMD host shapes (device nodes, the host's render "
+                "GID by number, seccomp), Docker starting a non-root container with them, the doctor's "
+                "ROCm verdicts ([AMD GPUs](docs/using/amd-gpus.md))")
     checks = "built; default command offline; acceptance suite; user script (any UID, read-only root)"
     if v.family == "cuda":
         checks += f"; {v.framework_name}'s GPU-library check (CPU fallback: no GPU here)"

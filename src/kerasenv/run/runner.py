@@ -197,6 +197,16 @@ def container_volumes(client, v: Variant, *, runs_dir: Path | None, user: str, p
     return binds
 
 
+def gpu_and_groups(gpus: str | None, family: str, amd=None) -> dict:
+    """The container's GPU arguments (gpu_request: for ROCm the device nodes, the host's GIDs
+    that own them and seccomp unconfined) and its supplementary groups: those, then group 0,
+    which may write the venv (see the Dockerfile's builder stage), so `pip install` works
+    for any UID, as OpenShift runs images. Every container runner.run starts gets exactly
+    these (run, smoke, shell, lab, bench); `amd`: recorded AMD facts instead of this host's."""
+    gpu_kwargs = gpu_request.run_kwargs(gpus, family, amd)
+    return {**gpu_kwargs, "group_add": [*gpu_kwargs.get("group_add", []), "0"]}
+
+
 def run(client, v: Variant, command: list[str] | None, *, gpus: str | None, shm_size: str = DEFAULT_SHM,
         runs_dir: Path | None, user: str | None, env: dict[str, str] | None = None,
         network: str | None = None, memory: str | None = None, kind: str = "run",
@@ -219,15 +229,11 @@ def run(client, v: Variant, command: list[str] | None, *, gpus: str | None, shm_
     binds = container_volumes(client, v, runs_dir=runs_dir, user=user, project=project, volumes=volumes,
                               extra_volumes=extra_volumes)
     name = f"kerasenv-{kind}-{v.id.replace('.', '-')}-{uuid.uuid4().hex[:8]}"
-    gpu_kwargs = gpu_request.run_kwargs(gpus, v.family)
     kwargs = dict(
         image=image, command=command, name=name, detach=True, init=True,
         shm_size=parse_shm(shm_size), user=user, environment=env or {}, volumes=binds,
         labels=docker_client.container_labels(kind, **{"io.kerasenv.variant": v.id}),
-        **gpu_kwargs,
-        # Group 0 may write the venv (see the Dockerfile's builder stage): `pip install` then
-        # works for any UID, as OpenShift runs images.
-        group_add=[*gpu_kwargs.get("group_add", []), "0"],
+        **gpu_and_groups(gpus, v.family),
     )
     if interactive:
         # No TTY to give when stdin is a pipe. detach=False is what makes the SDK set the

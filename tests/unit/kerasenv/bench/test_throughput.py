@@ -250,3 +250,16 @@ def test_write_json_is_atomic_and_leaves_no_temporary_file(tmp_path):
 def test_host_info_reads_this_machine():
     info = bench.host_info()
     assert info["cpu_cores"] >= 1 and info["memory_bytes"] > 2**28 and info["gpus"] == []
+
+
+def test_the_rocm_image_is_benchmarked_on_the_cpu_only_so_it_gets_no_amd_device_or_group(real_matrix):
+    """GPU benchmarks run in a CUDA variant (plan_devices); the ROCm image's CPU run goes through
+    runner.run with `none`, so no device node and no AMD group (runner.gpu_and_groups)."""
+    from kerasenv.run import runner
+
+    rocm = real_matrix.get("tf2.17-rocm6.3")
+    devices = bench.plan_devices(rocm, "auto", None, False)
+    assert [d.gpus_request for d in devices] == ["none"]
+    assert runner.gpu_and_groups(devices[0].gpus_request, rocm.family) == {"group_add": ["0"]}
+    with pytest.raises(UsageError, match="GPU benchmarks run in a CUDA variant"):
+        bench.plan_devices(rocm, "all", None, False)

@@ -23,8 +23,7 @@ from ...conftest import REPO
 def host(name: str, cc: str, driver: str = "575.57.08") -> doctor.HostFacts:
     nvidia = HostGpus(present=True, driver_version=driver, cuda_version="12.9",
                       gpus=[Gpu(index=0, name=name, compute_capability=cc, compute_capability_source="nvidia-smi")])
-    return doctor.HostFacts(nvidia=nvidia, docker_runtimes=["nvidia", "runc"],
-                            rocm_devices={"/dev/kfd": False, "/dev/dri": False})
+    return doctor.HostFacts(nvidia=nvidia, docker_runtimes=["nvidia", "runc"])
 
 
 def verdicts(report: doctor.Report) -> dict[str, doctor.Check]:
@@ -86,7 +85,7 @@ def test_recorded_blackwell_hosts_get_the_honest_verdicts(real_matrix, monkeypat
     # Real public nvidia-smi tables (tests/fixtures/nvidia-smi/SOURCES.md), replayed.
     monkeypatch.setenv("KERASENV_FIXTURE_HOST", fixture_host)
     facts = doctor.HostFacts(nvidia=doctor.probe_nvidia(str(REPO / "tests" / "fixtures" / "fake-nvidia-smi")),
-                             docker_runtimes=["nvidia", "runc"], rocm_devices={"/dev/kfd": False, "/dev/dri": False})
+                             docker_runtimes=["nvidia", "runc"])
     assert len(facts.nvidia.gpus) == gpu_count and facts.nvidia.driver_version == driver
     assert all(blackwell.is_blackwell(g.compute_capability) for g in facts.nvidia.gpus)
     report = doctor.judge(facts, real_matrix)
@@ -153,7 +152,7 @@ def with_native_variants(matrix):
 def replayed(fixture_host, monkeypatch) -> doctor.HostFacts:
     monkeypatch.setenv("KERASENV_FIXTURE_HOST", fixture_host)
     return doctor.HostFacts(nvidia=doctor.probe_nvidia(str(REPO / "tests" / "fixtures" / "fake-nvidia-smi")),
-                            docker_runtimes=["nvidia", "runc"], rocm_devices={"/dev/kfd": False, "/dev/dri": False})
+                            docker_runtimes=["nvidia", "runc"])
 
 
 @pytest.mark.parametrize("fixture_host", ["rtx5090-572", "b200-575"])

@@ -146,3 +146,13 @@ def test_ptxas_targets_reads_one_ptxas_or_tritons_several():
     assert container_probe._ptxas_targets(one) == ["sm_75"]
     assert container_probe._ptxas_targets({"ptxas": one, "ptxas-blackwell": {"targets": {"sm_120a": {"ok": True}}}}) \
         == ["sm_75", "sm_120a"]
+
+
+def test_the_rocm_image_is_judged_by_its_gpu_list_alone_it_has_no_nvidia_smi(monkeypatch, real_matrix):
+    """`make verify-gpu VARIANT=tf2.17-rocm6.3` on an AMD host: no nvidia-smi line to fail."""
+    v = real_matrix.get(real_matrix.default_rocm)
+    _probe(monkeypatch, lambda command, gpus: {"nvidia_smi_l": "nvidia-smi: not found",
+                                               "tf_gpus": ["/physical_device:GPU:0"]})
+    assert container_probe.probe(v, "all")["status"] == {"tf_gpus": "PASS"}
+    _probe(monkeypatch, lambda command, gpus: {"nvidia_smi_l": "", "tf_gpus": []})
+    assert container_probe.probe(v, "all")["status"] == {"tf_gpus": "FAIL"}

@@ -22,8 +22,7 @@ FAKE_SMI = str(REPO / "tests" / "fixtures" / "fake-nvidia-smi")
 def facts_for(host: str, monkeypatch, *, toolkit: bool = True) -> doctor.HostFacts:
     monkeypatch.setenv("KERASENV_FIXTURE_HOST", host)
     return doctor.HostFacts(nvidia=doctor.probe_nvidia(FAKE_SMI),
-                            docker_runtimes=["nvidia", "runc"] if toolkit else ["runc"],
-                            rocm_devices={"/dev/kfd": False, "/dev/dri": False})
+                            docker_runtimes=["nvidia", "runc"] if toolkit else ["runc"])
 
 
 def unrecorded(matrix):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kerasenv.engine import docker_gpus
+from kerasenv.engine import amd_devices, docker_gpus
 from kerasenv.host import doctor
 from kerasenv.host import nvidia_smi
 from kerasenv.host import variant_choice as variants
@@ -14,6 +14,7 @@ from kerasenv.errors import UsageError
 from ...conftest import REPO
 
 FAKE_SMI = str(REPO / "tests" / "fixtures" / "fake-nvidia-smi")
+AMD_HOSTS = REPO / "tests" / "fixtures" / "amd-hosts"
 
 
 def recorded_host(monkeypatch, scenario: str) -> nvidia_smi.HostGpus:
@@ -70,7 +71,7 @@ def _a100() -> nvidia_smi.HostGpus:
     (doctor.HostFacts(nvidia=_a100(), docker_gpus=docker_gpus.Answer(False, "Docker refused --gpus all")),
      "default_cpu"),
     (doctor.HostFacts(nvidia=nvidia_smi.HostGpus(present=False)), "default_cpu"),
-    (doctor.HostFacts(nvidia=nvidia_smi.HostGpus(present=False), rocm_devices={"/dev/kfd": True, "/dev/dri": True}),
+    (doctor.HostFacts(nvidia=nvidia_smi.HostGpus(present=False), amd=amd_devices.load_record(AMD_HOSTS / "ubuntu-render-993" / "host.json")),
      "default_rocm"),
 ])
 def test_auto_is_doctors_recommendation_with_its_reason(facts, expected, monkeypatch, real_matrix):

@@ -43,3 +43,30 @@ def test_a_jax_or_torch_variant_is_refused_with_the_reason(real_matrix):
     for variant_id in ("jax0.10-cuda12.9", "torch2.15-cuda13.2"):
         with pytest.raises(UsageError, match="TensorFlow's TF_CONFIG scheme"):
             multiworker.run(None, real_matrix.get(variant_id), workers=2, runs_dir=None, run_id="x", smoke_args=[])
+
+
+def test_rocm_workers_get_no_device_node_so_no_amd_group(real_matrix, tmp_path):
+    """Multi-worker training runs its workers on the CPU for every family (no --gpus): a ROCm
+    worker gets no /dev/kfd, so it needs no render group. A GPU for workers must come through
+    runner.gpu_and_groups, which adds the groups with the devices."""
+    from types import SimpleNamespace
+
+    created = []
+
+    class Stop(Exception):
+        pass
+
+    def create(image, command, **kwargs):
+        created.append(kwargs)
+        raise Stop()
+
+    network = SimpleNamespace(name="net", remove=lambda: None)
+    client = SimpleNamespace(images=SimpleNamespace(get=lambda ref: ref),
+                             networks=SimpleNamespace(create=lambda name, labels: network),
+                             containers=SimpleNamespace(create=create))
+    import pytest
+
+    with pytest.raises(Stop):
+        multiworker.run(client, real_matrix.get("tf2.17-rocm6.3"), workers=2, runs_dir=tmp_path / "runs",
+                        run_id="r", smoke_args=[], user="1000:1000")
+    assert not {"devices", "group_add", "device_requests"} & created[0].keys()

@@ -149,3 +149,106 @@ def test_an_interactive_container_gets_stdin_and_a_tty_only_on_a_terminal(real_m
         runner.run(client, real_matrix.get("tf2.21-cpu"), ["bash"], gpus=None, runs_dir=None, user=None,
                    interactive=True)
     assert created["stdin_open"] is True and created["tty"] is False
+
+
+# --- ROCm: every container runner.run starts on an AMD host ----------------------------
+AMD_HOSTS = Path(__file__).resolve().parents[3] / "fixtures" / "amd-hosts"
+
+
+class _Created(Exception):
+    """Raised by the recording client's create(): the arguments are all a test needs."""
+
+
+def recording_client(created: dict):
+    from types import SimpleNamespace
+
+    def create(**kwargs):
+        created.update(kwargs)
+        raise _Created()
+
+    return SimpleNamespace(images=SimpleNamespace(get=lambda ref: ref, list=lambda name: [name]),
+                           containers=SimpleNamespace(create=create),
+                           volumes=SimpleNamespace(create=lambda **kw: None))
+
+
+@pytest.fixture
+def amd_host(monkeypatch):
+    """This host replaced by a recorded AMD shape (simulated: tests/fixtures/amd-hosts/)."""
+    from kerasenv.engine import amd_devices
+
+    def use(name: str):
+        recorded = amd_devices.load_record(AMD_HOSTS / name / "host.json")
+        monkeypatch.setattr(amd_devices, "scan", lambda root="/": recorded)
+        return recorded
+    return use
+
+
+@pytest.mark.parametrize("fixture, gpus, devices, groups", [
+    ("ubuntu-render-993", "all", ["/dev/kfd", "/dev/dri/card0", "/dev/dri/renderD128"], ["44", "993", "0"]),
+    ("ubuntu-render-993", "device=0", ["/dev/kfd", "/dev/dri/renderD128"], ["993", "0"]),
+    ("igpu-first-two-amd", "device=0,1", ["/dev/kfd", "/dev/dri/renderD129", "/dev/dri/renderD130"], ["110", "0"]),
+])
+def test_a_rocm_container_gets_the_hosts_gids_by_number_and_seccomp_unconfined(
+        real_matrix, tmp_path, monkeypatch, amd_host, fixture, gpus, devices, groups):
+    """run, smoke, shell and bench all create their container here (runner.run)."""
+    amd_host(fixture)
+    monkeypatch.chdir(tmp_path)
+    created = {}
+    with pytest.raises(_Created):
+        runner.run(recording_client(created), real_matrix.get("tf2.17-rocm6.3"), ["true"], gpus=gpus,
+                   runs_dir=None, user="1000:1000")
+    assert [d.split(":")[1] for d in created["devices"]] == devices
+    assert created["group_add"] == groups and created["user"] == "1000:1000"
+    assert created["security_opt"] == ["seccomp=unconfined"]
+    assert created == {**created, **runner.gpu_and_groups(gpus, "rocm")}  # the one place these come from
+
+
+def test_no_gpu_means_no_amd_groups_and_cuda_gets_none_of_them(amd_host):
+    amd_host("ubuntu-render-993")
+    assert runner.gpu_and_groups("none", "rocm") == {"group_add": ["0"]}
+    assert runner.gpu_and_groups(None, "cpu") == {"group_add": ["0"]}
+    cuda = runner.gpu_and_groups("all", "cuda")
+    assert cuda["group_add"] == ["0"] and "security_opt" not in cuda
+
+
+@pytest.mark.parametrize("smoke, interactive, command", [
+    (True, False, []),  # kerasenv smoke
+    (False, False, ["python", "-c", "pass"]),  # kerasenv run
+    (False, True, ["bash"]),  # kerasenv shell
+])
+def test_smoke_run_and_shell_sessions_on_a_rocm_host_reach_docker_with_the_render_gid(
+        real_matrix, tmp_path, monkeypatch, amd_host, smoke, interactive, command):
+    """The whole path: `auto` GPUs for ROCm are all (docker_gpus.request_for), then runner.run."""
+    from types import SimpleNamespace
+
+    from kerasenv.engine import docker_client
+    from kerasenv.host import variant_choice
+    from kerasenv.run import session
+
+    amd_host("ubuntu-render-993")
+    monkeypatch.chdir(tmp_path)
+    created = {}
+    monkeypatch.setattr(docker_client, "client", lambda: recording_client(created))
+    upstream = session.Upstream(chooser=SimpleNamespace(AUTO=variant_choice.AUTO, named=variant_choice.named),
+                                builder=None)
+    request = session.Request(variant_id="tf2.17-rocm6.3", command=command, gpus="auto", shm_size="2g",
+                              runs_dir=tmp_path / "runs", smoke=smoke, interactive=interactive, user="1000:1000")
+    with pytest.raises(_Created):
+        session.run_workload(real_matrix, upstream, request)
+    assert created["group_add"] == ["44", "993", "0"] and created["security_opt"] == ["seccomp=unconfined"]
+    assert "/dev/kfd:/dev/kfd:rwm" in created["devices"]
+
+
+def test_lab_never_runs_the_rocm_image(real_matrix, tmp_path):
+    """AMD's image has no JupyterLab flavour: `kerasenv lab` refuses it before Docker is asked
+    (and `lab auto` on an AMD host takes the CPU image: test_session)."""
+    from types import SimpleNamespace
+
+    from kerasenv.host import variant_choice
+    from kerasenv.run import session
+
+    upstream = session.Upstream(chooser=SimpleNamespace(AUTO=variant_choice.AUTO, named=variant_choice.named),
+                                builder=None)
+    with pytest.raises(UsageError, match="tf2.17-rocm6.3 has no JupyterLab flavour"):
+        session.run_lab(real_matrix, upstream, session.LabRequest(variant_id="tf2.17-rocm6.3", port=8888,
+                                                                  gpus="all", shm_size="2g"))
