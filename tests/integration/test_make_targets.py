@@ -84,6 +84,8 @@ TARGETS = {
     "size-check": "real: the budgets hold",
     "bench": "real: sizes.json, then a one-configuration bench of tf2.21-cpu into a temporary folder",
     "bench-report": "real: redraws benchmarks/ (the files are restored afterwards)",
+    "bench-pull": "real, BENCH_ARGS=--dry-run: root, skopeo, containerd and the image checked, the throwaway "
+                  "registry and containerd started and removed (the push and pull it measures: test_registry.py)",
     "run": "make -n: exactly make smoke's recipe",
     "run-gpu": "make -n: exactly make smoke-gpu's recipe",
     "run-cpu": "make -n: exactly make smoke-cpu's recipe",
@@ -359,9 +361,24 @@ def test_test_acceptance_all_runs_one_check_on_every_built_image(cpu_image, dock
     assert tested <= set(matrix.ids), ran(proc)
 
 
+@covers("bench-pull")
+def test_bench_pull_dry_run_starts_and_removes_its_throwaway_engines(jax_cpu_image):
+    def throwaway() -> set[str]:
+        return {n for n in os.listdir("/tmp") if n.startswith(("kerasenv-registry-", "kerasenv-containerd-"))}
+
+    before = throwaway()
+    proc = make("bench-pull", "VARIANT=jax0.10-cpu", "BENCH_ARGS=--dry-run")
+    assert proc.returncode == 0, ran(proc)
+    plan = re.findall(r"^would push kerasenv:jax0\.10-cpu \(\d+\.\d\d GB\) to 127\.0\.0\.1:\d+ with (.+?), then pull "
+                      r"it into an empty containerd \S+ and run its default command$", proc.stdout, re.M)
+    assert plan == ["docker push, gzip", "skopeo, zstd level 3"], ran(proc)
+    assert throwaway() - before == set()  # the registry's and containerd's directories are gone
+    assert subprocess.run(["pgrep", "-f", "containerd --config /tmp/kerasenv-containerd-"]).returncode == 1
+
+
 @covers("bench-report")
 def test_bench_report_redraws_the_report_and_its_charts(restored):
-    restored("benchmarks/report.md", "benchmarks/charts/*.png")
+    restored("benchmarks/report.md", "benchmarks/charts/*.png", "benchmarks/pull.md")
     proc = make("bench-report")
     assert proc.returncode == 0, ran(proc)
     assert re.search(r"^wrote \S+/benchmarks/report\.md$", proc.stdout, re.M), ran(proc)

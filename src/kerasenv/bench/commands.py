@@ -53,6 +53,8 @@ def register(subparsers) -> None:
     s.add_argument("--image", metavar="REF", help="measure this local image in ID's place (e.g. an experimental "
                                                   "build of it); its results go to results/pull-ID-<label>.json")
     s.add_argument("--label", default="", help="a name for this measurement, with --image (e.g. split-layers)")
+    s.add_argument("--dry-run", action="store_true", help="check what it needs, start and remove the throwaway "
+                                                          "registry and containerd, print the plan; measure nothing")
     s.add_argument("--work-dir", type=Path, help="where the throwaway registry and containerd live (default: the "
                                                  "system's temporary directory; a real file system, not an overlay)")
     s.add_argument("-o", "--output-dir", type=Path, help="benchmark directory: results/pull-ID.json, pull.md, "
@@ -166,6 +168,11 @@ def _cmd_bench_pull(args, matrix: Matrix) -> int:
     if v.family == "rocm":
         raise UsageError(f"{v.id} is built FROM AMD's image and not here: choose a Debian-based variant (`kerasenv list`)")
     root = args.output_dir or bench.BENCH_ROOT
+    if args.dry_run:
+        for line in pull.dry_run(docker_client.client(), v, compressions, level, args.work_dir, say,
+                                 image_ref=args.image):
+            print(line)
+        return 0
     doc = pull.measure(docker_client.client(), v, compressions, args.rounds, level, args.work_dir, say,
                        image_ref=args.image)
     name = f"pull-{v.id}" + (f"-{args.label}" if args.image else "")

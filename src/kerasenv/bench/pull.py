@@ -76,6 +76,31 @@ def _push_gzip(client, image_ref: str, dest: str) -> float:
         client.images.remove(dest)  # the tag only; the image stays
 
 
+def dry_run(client, v: Variant, compressions: list[str], zstd_level: int, work_dir: Path | None, say,
+            image_ref: str | None = None) -> list[str]:
+    """Everything a measurement needs, checked, and the throwaway registry and containerd
+    started and removed, without pushing or pulling: the plan, one line per step."""
+    from docker.errors import ImageNotFound
+
+    image_ref = image_ref or v.image_ref
+    containerd_mod.preflight()
+    if compression_mod.ZSTD in compressions:
+        compression_mod.preflight(compression_mod.ZSTD)
+    try:
+        size = client.images.get(image_ref).attrs.get("Size") or 0
+    except ImageNotFound:
+        raise UsageError(f"{image_ref} is not here: run `make build VARIANT={v.id}` first") from None
+    plan = []
+    with local_registry.running(work_dir) as reg:
+        with containerd_mod.running(work_dir) as engine:
+            version = engine.ctr("version").stdout.split("Version:")[-1].split()[0]
+            for c in compressions:
+                how = (f"skopeo, zstd level {zstd_level}" if c == compression_mod.ZSTD else "docker push, gzip")
+                plan.append(f"would push {image_ref} ({size / 1e9:.2f} GB) to {reg.address} with {how}, then pull "
+                            f"it into an empty containerd {version} and run its default command")
+    return plan
+
+
 def measure(client, v: Variant, compressions: list[str], rounds: int, zstd_level: int, work_dir: Path | None,
             say, image_ref: str | None = None) -> dict:
     """image_ref: another local image to measure in the variant's place (an experimental

@@ -52,7 +52,6 @@ class HostFacts:
     # replayed host in tests), and then the runtime/CDI hints above decide, as before.
     docker_gpus: object | None = None
     cuda_cache_volumes: list[str] = field(default_factory=list)  # the JIT-cache volumes present
-    docker_version: str | None = None  # the daemon's, e.g. "20.10.24+dfsg1"
 
 
 # --- gathering ---------------------------------------------------------------------------
@@ -122,7 +121,6 @@ def gather(client_factory, nvidia_exe: str | None = None, root: str = "/") -> Ho
         facts.docker_gpus = docker_gpus.ask(client)
         facts.cuda_cache_volumes = sorted(v.name for v in client.volumes.list(
             filters={"label": f"{docker_client.KIND_LABEL}=cuda-cache"}))
-        facts.docker_version = client.version().get("Version")
     except Exception as exc:  # DockerUnavailable carries the one-line fix
         facts.docker_error = getattr(exc, "message", str(exc))
     for folder in CDI_SPEC_DIRS:

@@ -29,8 +29,11 @@ def _part(created_by: str, below_base: bool) -> str:
     # The history reads "COPY dir:<sum> in <dest>" or, with --chown, "COPY --chown=1000:0dir:<sum>
     # in <dest>": match the source kind and the destination, not the flags.
     copies_dir = "COPY " in created_by and "dir:" in created_by
-    if copies_dir and " in /opt/venv/lib/" in created_by:
-        return "cuda"  # COPY --from=cuda-libs ... /opt/venv/lib/pythonX.Y/site-packages/
+    if copies_dir and (" in /opt/venv/lib/" in created_by or created_by.rstrip().endswith(" in /")):
+        # COPY --from=cuda-libs: the four parts of the CUDA wheels, each a tree from /
+        # (build/split-cuda-layers.sh), or, in images built before the split, one layer into
+        # /opt/venv/lib/pythonX.Y/site-packages/
+        return "cuda"
     if copies_dir and created_by.rstrip().endswith("in /opt/venv"):
         return "framework"  # COPY --from=builder /opt/venv: TensorFlow, JAX or PyTorch, Keras, the rest
     if "apt-get install" in created_by:

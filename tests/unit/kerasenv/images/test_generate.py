@@ -255,15 +255,18 @@ def test_shared_stages_read_no_path_of_the_variant_s_folder(real_matrix):
 def test_runtime_up_to_the_cuda_layer_is_identical_for_variants_sharing_a_stack(shared_stack_matrix):
     # A stage's cache key is its parent and its own instructions: the builder stage (which
     # names the variant's TensorFlow) does not enter the runtime's, so the comparison runs
-    # from the runtime's FROM to the CUDA layer.
+    # from the runtime's FROM through the CUDA layers (the four parts of split-cuda-layers.sh).
     marker, start = "COPY --from=cuda-libs", "FROM python-base AS runtime"
     prefixes = []
     for variant_id in SHARED_CUDA:
         text = dockerfile(shared_stack_matrix, variant_id)
-        assert text.count(marker) == 1 and text.count(start) == 1
-        prefixes.append(instructions(same_folder(text[text.index(start): text.index(marker)], variant_id)))
+        assert text.count(marker) == 4 and text.count(start) == 1
+        end = text.index("\n", text.rindex(marker))
+        prefixes.append(instructions(same_folder(text[text.index(start): end], variant_id)))
     assert prefixes[0] == prefixes[1]
-    assert len(prefixes[0]) >= 3  # FROM, SHELL, the user and directories
+    assert len(prefixes[0]) >= 7  # FROM, SHELL, the user and directories, the four parts
+    assert [line for line in prefixes[0] if line.startswith(marker)] == [
+        f"{marker} /opt/cuda-parts/{n}/ /" for n in (1, 2, 3, 4)]
 
 
 def test_stages_before_the_builder_are_identical_for_variants_sharing_a_stack(shared_stack_matrix):
@@ -303,7 +306,8 @@ def test_each_script_is_copied_right_before_the_step_that_runs_it(real_matrix):
 
 def test_scripts_named_by_the_dockerfiles_exist_and_stop_at_the_first_error(real_matrix, repo_root):
     named = {s for v in real_matrix.variants for s in build_scripts(generate.dockerfile(real_matrix, v))}
-    assert named == {"install-locked-venv.sh", "write-pip-constraints.sh", "cuda-loader-config.sh"}
+    assert named == {"install-locked-venv.sh", "write-pip-constraints.sh", "cuda-loader-config.sh",
+                     "split-cuda-layers.sh"}
     on_disk = {p.name for p in (repo_root / "images" / generate.BUILD_DIR).glob("*.sh")}
     assert on_disk == named  # no script that no Dockerfile runs
     for name in named:
@@ -320,8 +324,12 @@ def test_no_script_enters_the_stages_of_the_cuda_layer(real_matrix):
         if v.family != "cuda":
             continue
         head = text[: text.index("FROM build-trust AS builder")]
-        assert build_scripts(head) == [], v.id
-        assert re.findall(r"^COPY build/\S+", head, re.M) == ["COPY build/build-ca.md"], v.id
+        # One script, the split into parts, and only after the wheels are installed: an edit
+        # of it re-runs the split, never the 4.5 GB download.
+        assert build_scripts(head) == ["split-cuda-layers.sh"], v.id
+        assert re.findall(r"^COPY build/\S+", head, re.M) == ["COPY build/build-ca.md",
+                                                              "COPY build/split-cuda-layers.sh"], v.id
+        assert head.index("--target /opt/cuda-libs") < head.index("COPY build/split-cuda-layers.sh"), v.id
 
 
 def test_variant_values_reach_the_scripts_as_arguments(real_matrix):

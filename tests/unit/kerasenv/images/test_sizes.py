@@ -47,3 +47,16 @@ def test_over_budget_lists_the_images_above_their_matrix_budget(real_matrix):
     measured = {big.id: sizes.ImageSize(big.image_ref, big.size_budget_mb * 1_000_000 + 1),
                 small.id: sizes.ImageSize(small.image_ref, small.size_budget_mb * 1_000_000)}
     assert sizes.over_budget(budgeted, measured) == [big]
+
+
+@pytest.mark.parametrize("created_by,part", [
+    # the four CUDA parts (build/split-cuda-layers.sh), each a tree copied to /
+    ("/bin/bash -o pipefail -c #(nop) COPY dir:c81e0a3f in / ", "cuda"),
+    # an image built before the split: one layer into site-packages
+    ("/bin/bash -o pipefail -c #(nop) COPY dir:a5a0 in /opt/venv/lib/python3.11/site-packages/ ", "cuda"),
+    ("/bin/bash -o pipefail -c #(nop) COPY dir:e04 in /opt/venv ", "framework"),
+    ("/bin/bash -o pipefail -c #(nop) COPY dir:3b5 in /opt/kerasenv/ ", "kerasenv"),
+    ("/bin/bash -o pipefail -c #(nop) COPY file:e5 in /etc/pip.conf ", "kerasenv"),
+])
+def test_each_layer_is_attributed_by_what_its_step_copied(created_by, part):
+    assert sizes._part(created_by, below_base=False) == part
