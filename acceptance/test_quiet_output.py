@@ -4,7 +4,6 @@ noise is hidden (images/common/kerasenv_image/smoke/log_filter.py) and Keras war
 
 from __future__ import annotations
 
-import platform
 import re
 
 import pytest
@@ -66,14 +65,21 @@ def test_a_hidden_line_count_says_how_to_see_them(default_run, target):
     assert "TensorFlow start-up log lines hidden; --verbose shows them" in err
 
 
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="oneDNN's notice is x86 only")
-def test_verbose_shows_tensorflow_s_start_up_lines(docker, target):
+def test_verbose_shows_tensorflow_s_start_up_lines(docker, target, default_run):
+    """--verbose shows at least the lines the default run hid. Which lines TensorFlow prints
+    depends on the CPU, so none is required by name: oneDNN's notice comes only where TF turns
+    oneDNN on by default (seen on Intel CPUs with AVX-512, not on an AMD EPYC without it), and
+    cpu_feature_guard's only where the CPU has instructions beyond the wheel's baseline."""
     tensorflow_only(target)
+    hidden = re.search(r"(\d+) TensorFlow start-up log lines? hidden", default_run[2])
+    assert hidden, default_run[2][-3000:]
     code, _, err = run_once(docker, target.ref, ["python", "/opt/kerasenv/smoke_train.py", "--verbose"],
                             network_mode="none", shm_size="1g")
     assert code == 0, err[-3000:]
-    assert "oneDNN custom operations are on" in err
+    shown = [line for line in err.splitlines() if line.strip() and not line.startswith("[smoke]")]
+    assert len(shown) >= int(hidden.group(1)), err[-3000:]
     if host_has("avx2"):  # cpu_feature_guard names the instructions beyond the wheel's baseline
-        assert "cpu_feature_guard" in err and "To enable the following instructions" in err
+        assert ("cpu_feature_guard" in err and "To enable the following instructions" in err) or \
+            "oneDNN custom operations are on" in err, err[-3000:]
     assert "lines hidden" not in err
     assert "UserWarning" not in err
