@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import KerasenvError, UsageError
+from . import server_process
 
 NAMESPACE = "kerasenv"
 INSTALL_HINT = "`sudo apt-get install -y containerd` (Debian's docker.io depends on it)"
@@ -112,9 +112,7 @@ def running(parent: Path | None = None) -> Iterator[Containerd]:
     (root / "config.toml").write_text(_CONFIG.format(root=root / "root", state=root / "state",
                                                      socket=socket, opt=root / "opt"))
     log = open(root / "containerd.log", "wb")
-    proc = subprocess.Popen(["containerd", "--config", str(root / "config.toml")], stdout=log, stderr=log,
-                            preexec_fn=lambda: (signal.signal(signal.SIGTERM, signal.SIG_DFL),
-                                                signal.signal(signal.SIGINT, signal.SIG_DFL)))
+    proc = server_process.start(["containerd", "--config", str(root / "config.toml")], log)
     engine = Containerd(socket, root)
     try:
         deadline = time.monotonic() + 30
@@ -128,12 +126,7 @@ def running(parent: Path | None = None) -> Iterator[Containerd]:
     finally:
         if proc.poll() is None:
             engine.remove_containers()
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        server_process.stop(proc)
         log.close()
         for point in _mounts_under(root):
             subprocess.run(["umount", "--lazy", point], capture_output=True)

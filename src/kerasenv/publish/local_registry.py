@@ -11,9 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import signal
 import socket
-import subprocess
 import tempfile
 import time
 import urllib.request
@@ -21,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from ..engine import server_process
 from ..errors import UsageError
 
 INSTALL_HINT = "`sudo apt-get install -y docker-registry` (or `sudo make test-prereqs`)"
@@ -66,13 +65,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _default_signals() -> None:
-    # A shell's background job starts with SIGINT/SIGTERM ignored, and the child would
-    # inherit that: terminate() below must stop it.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 @contextlib.contextmanager
 def running(parent: Path | None = None) -> Iterator[LocalRegistry]:
     """Start a registry in a new directory under `parent` (default: the system's temporary
@@ -85,8 +77,7 @@ def running(parent: Path | None = None) -> Iterator[LocalRegistry]:
     (root / "config.yml").write_text(
         "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
         f"    rootdirectory: {root / 'data'}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n")
-    proc = subprocess.Popen([exe, "serve", str(root / "config.yml")], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, preexec_fn=_default_signals)
+    proc = server_process.start([exe, "serve", str(root / "config.yml")])
     try:
         deadline = time.monotonic() + 15
         while True:
@@ -100,10 +91,5 @@ def running(parent: Path | None = None) -> Iterator[LocalRegistry]:
                 time.sleep(0.2)
         yield LocalRegistry(f"127.0.0.1:{port}", root / "data")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        server_process.stop(proc)
         shutil.rmtree(root, ignore_errors=True)
