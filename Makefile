@@ -208,7 +208,7 @@ IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cpu-jupyter tf2.21-cuda12.9 jax0.10-
 # The integration tests the test lane runs, after the last acceptance run, rather than the
 # build lane after the builds (the acceptance runs ended about 200 s before the integration
 # tests did). Only tests that may run beside the others: they use neither of the images the
-# registry test untags and pulls back (tf2.21-cpu, jax0.10-cpu), and their containers carry no
+# registry test untags and pulls back (jax0.10-cpu), and their containers carry no
 # io.kerasenv.kind, which the build lane's `make clean` would remove.
 INTEGRATION_IN_TEST_LANE := tests/integration/test_gpu_host_check.py tests/integration/test_broken_gpu_libraries.py tests/integration/test_rocm_container_args.py
 TEST_FAILURES := .test-failures

@@ -472,8 +472,13 @@ def test_push_and_pull_need_a_registry(target):
     assert f"make {target}: set REGISTRY=, e.g. REGISTRY=ghcr.io/you" in proc.stderr, ran(proc)
     assert make_error(target, 2).search(proc.out), ran(proc)
     # What runs once REGISTRY= is given:
+    # gzip unless COMPRESSION= says otherwise (Docker before 23 cannot unpack zstd).
     dry = make("-n", target, "VARIANT=tf2.21-cpu", "REGISTRY=registry.invalid/you")
-    assert re.search(rf"kerasenv {target} tf2\.21-cpu --registry registry\.invalid/you$", dry.stdout, re.M), ran(dry)
+    assert re.search(rf"kerasenv {target} tf2\.21-cpu --registry registry\.invalid/you --compression gzip$",
+                     dry.stdout, re.M), ran(dry)
+    dry = make("-n", target, "VARIANT=tf2.21-cpu", "REGISTRY=registry.invalid/you", "COMPRESSION=both")
+    assert re.search(rf"kerasenv {target} tf2\.21-cpu --registry registry\.invalid/you --compression both$",
+                     dry.stdout, re.M), ran(dry)
     assert_files_exist(dry.stdout)
 
 
@@ -672,13 +677,28 @@ def test_shell_without_a_terminal_runs_what_is_piped_to_it(cpu_image):
 
 
 @covers("multiworker")
-def test_multiworker_trains_across_two_containers(cpu_image, docker):
+def test_multiworker_trains_two_workers_in_lockstep(cpu_image, docker):
+    """The one real multi-worker training of the suite (tests/integration/test_multiworker.py
+    kills a worker of another): through `make multiworker`, as a user starts it."""
     proc = make("multiworker", "VARIANT=tf2.21-cpu", "EPOCHS=2", timeout=900)
     assert proc.returncode == 0, ran(proc)
     network = re.search(r"^kerasenv: 2 workers on network (\S+):", proc.out, re.M)
     assert network, ran(proc)
     assert "multi-worker: worker 0 of 2 (chief)" in proc.out, ran(proc)
-    assert re.search(r"^kerasenv: chief's report runs/mw-\S+/report\.json$", proc.out, re.M), ran(proc)
+    report = re.search(r"^kerasenv: chief's report (runs/mw-\S+)/report\.json$", proc.out, re.M)
+    assert report, ran(proc)
+    run_dir = REPO / report.group(1)
+    chief = json.loads((run_dir / "report.json").read_text())
+    worker = json.loads((run_dir / "worker-1" / "report.json").read_text())
+    assert chief["status"] == worker["status"] == "ok"
+    assert chief["distributed"]["workers"] == 2 and chief["distributed"]["chief"] is True
+    assert worker["distributed"]["task_index"] == 1 and worker["distributed"]["chief"] is False
+    assert chief["training"]["replicas"] == 2
+    # Synchronous all-reduce: both workers saw the same global losses.
+    assert chief["training"]["loss_per_epoch"] == worker["training"]["loss_per_epoch"]
+    assert (run_dir / "model.keras").exists()
+    assert list((run_dir / "tensorboard").rglob("events.out.tfevents.*"))
+    assert docker.containers.list(all=True, filters={"label": "io.kerasenv.kind=multiworker"}) == []
     assert docker.networks.list(names=[network.group(1)]) == []
 
 
