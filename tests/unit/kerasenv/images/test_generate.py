@@ -335,7 +335,6 @@ def test_no_script_enters_the_stages_of_the_cuda_layer(real_matrix):
                                                               "COPY build/split-cuda-layers.sh"], v.id
         install = re.search(r"^RUN pip install (?:[^\n]*\\\n)*[^\n]*", head, re.M).group(0)
         assert "--target /opt/cuda-libs" in install and "bash /tmp/build/split-cuda-layers.sh " in install, v.id
-        assert head.count("\nRUN ") == 1 + head.count("\nRUN bundle=") + head.count("\nRUN apt-get"), v.id
 
 
 def test_variant_values_reach_the_scripts_as_arguments(real_matrix):
