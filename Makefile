@@ -123,7 +123,7 @@ compose-plugin: venv ## install Docker Compose v2 as a docker CLI plugin if miss
 	  && cp $(VENV)/bin/docker-compose $$HOME/.docker/cli-plugins/docker-compose \
 	  && echo "installed $$(docker compose version)"; }
 
-up: compose-plugin ## compose: smoke training + TensorBoard on 127.0.0.1:TENSORBOARD_PORT (COMPOSE_GPU=nvidia|nvidia-devices|rocm)
+up: compose-plugin ## compose: smoke training + TensorBoard on 127.0.0.1:TENSORBOARD_PORT (COMPOSE_GPU=nvidia|nvidia-devices|nvidia-cdi|rocm)
 	mkdir -p runs
 	$(compose_env) $(compose) up -d
 	@echo "TensorBoard: http://127.0.0.1:$(TENSORBOARD_PORT)  (logs: $(compose) logs -f train)"
@@ -167,7 +167,10 @@ test: test-prereqs ## everything: prerequisites, drift check, lint, build every 
 	$(KERASENV) generate --check
 	$(MAKE) --no-print-directory lint
 	@rm -f $(TEST_FAILURES)
-	$(MAKE) --no-print-directory -j2 --output-sync=line test-lanes
+	@# One Debian archive state for every build of the run (`kerasenv debian-updates`): the
+	@# variants share their base layers even if Debian publishes in the middle of it.
+	KERASENV_DEBIAN_UPDATES="$${KERASENV_DEBIAN_UPDATES:-$$($(KERASENV) debian-updates)}" \
+	  $(MAKE) --no-print-directory -j2 --output-sync=line test-lanes
 	@if [ -s $(TEST_FAILURES) ]; then echo "make test: FAILED: $$(paste -sd, $(TEST_FAILURES) | sed 's/,/, /g')" >&2; rm -f $(TEST_FAILURES); exit 1; fi
 	@echo "make test: every step passed"
 
@@ -209,8 +212,9 @@ IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cpu-jupyter tf2.21-cuda12.9 jax0.10-
 # build lane after the builds (the acceptance runs ended about 200 s before the integration
 # tests did). Only tests that may run beside the others: they use neither of the images the
 # registry test untags and pulls back (jax0.10-cpu), and their containers carry no
-# io.kerasenv.kind, which the build lane's `make clean` would remove.
-INTEGRATION_IN_TEST_LANE := tests/integration/test_gpu_host_check.py tests/integration/test_broken_gpu_libraries.py tests/integration/test_rocm_container_args.py
+# io.kerasenv.kind, which the build lane's `make clean` would remove (test_podman's run in Podman's
+# own storage, which `make clean` does not see).
+INTEGRATION_IN_TEST_LANE := tests/integration/test_gpu_host_check.py tests/integration/test_broken_gpu_libraries.py tests/integration/test_rocm_container_args.py tests/integration/test_gpu_routes.py tests/integration/test_podman.py
 TEST_FAILURES := .test-failures
 # Lane steps that are not a variant's (run by test-lanes, not on their own):
 unit_step := test-unit-lane-step

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kerasenv.engine import gpu_request
+from kerasenv.host import gpu_choice
 
 from .conftest import run_once
 
@@ -12,12 +12,17 @@ FAMILIES = {"cuda", "rocm"}
 pytestmark = pytest.mark.gpu
 
 
+def gpus_for(docker, target) -> dict:
+    """`--gpus all` as kerasenv sends it on this host's engine (the runtime hook, CDI, ROCm nodes)."""
+    return dict(gpu_choice.Resolver(docker)(target.variant, "all").kwargs)
+
+
 def test_nvidia_smi_inside_lists_the_gpus(docker, target):
     if target.variant.family != "cuda":
         cmd = ["bash", "-c", "rocm-smi --showproductname"]
     else:
         cmd = ["nvidia-smi", "-L"]
-    code, out, err = run_once(docker, target.ref, cmd, **gpu_request.run_kwargs("all", target.variant.family))
+    code, out, err = run_once(docker, target.ref, cmd, **gpus_for(docker, target))
     assert code == 0, err[-2000:] or out[-2000:]
     assert ("GPU 0:" in out) if target.variant.family == "cuda" else out.strip()
 
@@ -34,6 +39,6 @@ def test_the_framework_sees_a_gpu(docker, target):
     python = "python3" if target.variant.family == "rocm" else "python"
     code, out, err = run_once(
         docker, target.ref, [python, "-c", COUNT_GPUS[target.variant.backend]],
-        **gpu_request.run_kwargs("all", target.variant.family))
+        **gpus_for(docker, target))
     assert code == 0, err[-3000:]
     assert int(out.strip().splitlines()[-1]) >= 1

@@ -45,8 +45,8 @@ def test_the_parse_takes_seconds_not_minutes(parsed):
     assert parsed["seconds"] < 30 and not parsed["unreadable"], parsed["unreadable"]
 
 
-def test_the_kernel_labels_match_the_binaries(image, parsed):
+def test_the_kernel_labels_match_the_binaries(image, parsed, target):
     labels = image.labels or {}
-    (framework,) = parsed["frameworks"].values()
+    framework = parsed["frameworks"][target.variant.backend]  # JAX/PyTorch: tensorflow-cpu beside it
     assert labels.get("io.kerasenv.kernels.sass") == ",".join(framework["sass"])
     assert labels.get("io.kerasenv.kernels.ptx") == ",".join(framework["ptx"])

@@ -92,7 +92,8 @@ def test_the_smoke_profile_is_listed_by_tensorboards_profile_plugin_with_its_too
 def test_a_slow_tf_data_map_is_input_bound_and_a_fast_one_is_not(docker, target, writable_dir):
     if target.variant.backend != "tensorflow":
         pytest.skip("a tf.data pipeline and its Iterator::Root events in the profile: TF images only "
-                    f"(this image trains on {target.variant.backend}, with no TensorFlow)")
+                    f"(this image trains on {target.variant.backend}: its tensorflow-cpu serves tf.data and "
+                    "TensorBoard, but Keras' profile_batch is TensorFlow's, and JAX's on Python >= 3.12 only)")
     code, out, err = run_once(
         docker, target.ref, ["python", "/script/input_pipeline.py"], network_mode="none", shm_size="1g",
         volumes={str(SCRIPT): {"bind": "/script", "mode": "ro"}, str(writable_dir): {"bind": "/out", "mode": "rw"}})

@@ -45,6 +45,9 @@ need_pkg tmux tmux
 need_pkg skopeo skopeo                    # zstd pushes (kerasenv push --compression zstd)
 need_pkg ctr containerd                   # a throwaway containerd pulls the zstd image (docker.io brings it)
 need_pkg chromium chromium                # the headless-browser tests
+need_pkg podman podman                    # Podman behind DOCKER_HOST (tests/integration/test_podman.py)
+[ -x /usr/libexec/podman/catatonit ] || packages+=(catatonit)  # Podman's --init (kerasenv runs every container with one)
+need_pkg newuidmap uidmap                 # rootless Podman's user namespace
 need_pkg node nodejs                      # npm installs the devcontainer CLI
 need_pkg npm npm
 if [ ! -f .venv/.installed ] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
@@ -98,6 +101,13 @@ if ! docker_up; then
   fi
   for _ in $(seq 60); do docker_up && break; sleep 1; done
   docker_up || { tail -20 /var/log/kerasenv-dockerd.log 2>/dev/null >&2; fail "dockerd did not start"; }
+fi
+
+# The unprivileged user whose rootless Podman the tests drive (a real rootless engine): with a
+# subuid/subgid range, which useradd gives a new user on Debian.
+if is_root && ! id kerasenv-rootless >/dev/null 2>&1; then
+  me "useradd kerasenv-rootless (rootless Podman in the tests)"
+  useradd --create-home --shell /usr/sbin/nologin kerasenv-rootless
 fi
 
 # --- 2. per-user: the tooling venv and Docker Compose v2 as a CLI plugin (no root needed) ---

@@ -17,7 +17,7 @@ if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
 
     keras = tf.keras if tuple(int(p) for p in tf.__version__.split(".")[:2]) < (2, 16) else __import__("keras")
 else:
-    import keras  # Keras 3 on JAX or PyTorch: no TensorFlow in the image
+    import keras  # Keras 3 on JAX or PyTorch (TensorFlow there is CPU-only, for tf.data)
 log_dir = sys.argv[1]
 
 

@@ -2,8 +2,8 @@
 callbacks, save and reload. The acceptance suite runs it in every image (Keras 3 on TensorFlow,
 JAX and PyTorch, and tf.keras 2) as an arbitrary UID on a read-only root file system, with only
 OUT_DIR writable. The input pipeline is what a user of that backend writes: tf.data on
-TensorFlow, Keras 3's backend-neutral keras.utils.PyDataset on JAX and PyTorch (no TensorFlow
-there).
+TensorFlow, Keras 3's backend-neutral keras.utils.PyDataset on JAX and PyTorch (their
+tensorflow-cpu serves tf.data too: keras_tools_script/tools.py checks that).
 
 Prints one JSON line with what it measured; exits non-zero when anything is off.
 """

@@ -20,17 +20,19 @@ from .images import build
 from .images import commands as images_commands
 from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, KerasenvError, Terminated
 from .host import commands as host_commands
+from .host import gpu_choice
 from .host import variant_choice
 from .matrix import commands as matrix_commands
 from .matrix.schema import DEFAULT_MATRIX, load
 from .publish import commands as publish_commands
 from .run import commands as run_commands
 from .run import session
+from .security import commands as security_commands
 
 # `kerasenv --help` lists the commands in the order a user meets them, not package by package.
 HELP_ORDER = ("list", "generate", "lock", "build", "base-offline", "doctor", "rocm-groups", "gpu-host-check", "smoke", "run",
               "shell", "lab", "multiworker", "push", "pull", "matrix", "sbom", "kernel-targets", "tags", "size",
-              "bench", "bench-pull", "bench-report", "clean", "drop-build-cache")
+              "bench", "bench-pull", "bench-report", "audit", "debian-updates", "clean", "drop-build-cache")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,10 +44,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="version matrix file (default: images/matrix.toml)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for package in (matrix_commands, images_commands, host_commands, publish_commands, bench_commands):
+    for package in (matrix_commands, images_commands, host_commands, publish_commands, bench_commands,
+                    security_commands):
         package.register(sub)
-    # run/ may not import host/ (the variant `auto` picks) nor images/ (--build-missing): handed in.
-    run_commands.register(sub, session.Upstream(chooser=variant_choice, builder=build))
+    # run/ may not import host/ (the variant `auto` picks, --gpus resolved with the doctor's facts)
+    # nor images/ (--build-missing): handed in.
+    run_commands.register(sub, session.Upstream(chooser=variant_choice, builder=build, gpus=gpu_choice))
     _in_help_order(sub)
     return p
 

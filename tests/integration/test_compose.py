@@ -15,7 +15,7 @@ from .conftest import compose, free_port
 
 pytestmark = pytest.mark.usefixtures("compose_plugin")
 
-COMBINATIONS = [[], ["nvidia"], ["nvidia-devices"], ["rocm"]]
+COMBINATIONS = [[], ["nvidia"], ["nvidia-devices"], ["nvidia-cdi"], ["rocm"]]
 # What `kerasenv rocm-groups` prints on the AMD host shape tests/fixtures/amd-hosts/ubuntu-render-993
 # (simulated; the render GID 993 of ROCm/ROCm-docker#116), which `make up COMPOSE_GPU=rocm` passes.
 ROCM_GIDS = {"KERASENV_KFD_GID": "993", "KERASENV_RENDER_GID": "993"}
@@ -32,7 +32,10 @@ def test_every_compose_combination_validates(overrides):
     assert train["init"] is True and train["shm_size"]
     if overrides and overrides[0].startswith("nvidia"):
         device = train["deploy"]["resources"]["reservations"]["devices"][0]
-        assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+        if overrides == ["nvidia-cdi"]:  # what kerasenv run sends where the engine takes CDI
+            assert device["driver"] == "cdi" and device["device_ids"] == ["nvidia.com/gpu=all"]
+        else:
+            assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
     if overrides == ["rocm"]:
         assert {d["source"] for d in train["devices"]} == {"/dev/kfd", "/dev/dri"}
         assert train["group_add"] == ["0", "993"]  # the base's group 0 (pip install), the nodes' GID (once)

@@ -38,7 +38,8 @@ def test_run_with_gpus_auto_falls_back_to_the_cpu_on_dockers_answer(built_images
     proc = kerasenv("run", matrix.default_gpu, "--runs-dir", str(tmp_path / "runs"), "--",
                     "python", "-c", "print('ran')", check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "running without a GPU: Docker refused --gpus all: could not select device driver" in proc.stderr
+    assert ("running without a GPU: Docker refused --gpus all through NVIDIA's runtime hook: could not select "
+            "device driver") in proc.stderr
 
 
 def test_doctor_require_gpu_exits_3_without_a_gpu(docker):

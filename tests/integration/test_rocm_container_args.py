@@ -12,7 +12,7 @@ Seconds: debian:bookworm-slim (`make test-prereqs` provides it), no build, no ke
 
 from __future__ import annotations
 
-from kerasenv.engine import amd_devices
+from kerasenv.engine import amd_devices, gpu_request
 from kerasenv.run import runner
 
 from .conftest import REPO
@@ -23,7 +23,7 @@ IMAGE = "debian:bookworm-slim"
 
 def test_a_non_root_rocm_container_gets_the_render_gid_by_number_and_no_seccomp(container):
     recorded = amd_devices.load_record(HOST)
-    args = runner.gpu_and_groups("all", "rocm", amd_devices.with_sources(recorded, "/dev/null"))
+    args = runner.gpu_and_groups(gpu_request.resolve("all", "rocm", amd=amd_devices.with_sources(recorded, "/dev/null")))
     # What `kerasenv smoke tf2.17-rocm6.3` sends on that host, but the nodes' host side.
     assert args == {"devices": ["/dev/null:/dev/kfd:rwm", "/dev/null:/dev/dri/card0:rwm",
                                 "/dev/null:/dev/dri/renderD128:rwm"],

@@ -27,7 +27,15 @@ index i, with the epoch (0-based, as Keras' TensorBoard callback) as the step:
   backends (KERAS_BACKEND) the same figure is `gpu/{i}/jax_peak_memory_mib` (JAX's
   `Device.memory_stats()["peak_bytes_in_use"]`, the run's peak: JAX cannot reset it) or
   `gpu/{i}/torch_peak_memory_mib` (`torch.cuda.max_memory_allocated`, reset per epoch); the
-  scalars are written with tensorboard's own writer there (no TensorFlow: tb_writer).
+  scalars are written with tensorboard's own writer there (tb_writer: a few scalars need no
+  TensorFlow import, though the JAX and PyTorch images carry a CPU-only one for tf.data).
+
+A reading nvidia-smi cannot give is missing, never 0: on a MIG-enabled GPU and on vGPUs
+`utilization.gpu` reads `[N/A]`, so utilization_percent is None in `epochs` and report.json
+and no utilisation scalar is written (memory still is). Where CUDA_VISIBLE_DEVICES names GPUs
+by UUID or MIG slice, or NVIDIA_VISIBLE_DEVICES gives the container a MIG slice, nvidia-smi's
+per-GPU indexes cannot be matched to CUDA's devices (`unmappable`): every GPU is sampled, the
+report says why (`mapping_note`), and the framework's peak, which needs the match, is left out.
 
 Without nvidia-smi, or when it lists no GPU, it logs "GpuMonitor: no nvidia-smi / no GPU:
 nothing to sample" once and does nothing else. nvidia-smi is stopped on train end, when
@@ -43,6 +51,7 @@ the smoke training does), and `monitor_class(keras)` builds it on a given Keras.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 
@@ -58,33 +67,73 @@ def log(message: str) -> None:
 
 
 # The writer lives in tb_writer (tf.summary on TensorFlow, tensorboard's own writer on JAX
-# and PyTorch, which have no TensorFlow); the name stays importable from here.
+# and PyTorch, which need no TensorFlow import for it); the name stays importable from here.
 TfSummaryWriter = tb_writer.TfSummaryWriter
+
+
+def _items(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def unmappable(environ=os.environ) -> str | None:
+    """Why nvidia-smi's GPU indexes cannot be matched to CUDA's device numbers here (None
+    when they can). CUDA_VISIBLE_DEVICES may name devices by UUID instead of index: a GPU
+    (`GPU-<uuid>`, or a prefix of one) or a MIG slice (`MIG-<uuid>`; `MIG-GPU-<uuid>/<gi>/<ci>`
+    before driver R470); NVIDIA_VISIBLE_DEVICES, which the container runtime reads, may give a
+    container MIG slices (`MIG-<uuid>` or `<gpu>:<mig>`). nvidia-smi's --query-gpu rows stay
+    one per physical GPU (NVIDIA's MIG user guide), so an index taken from such a list would
+    name the wrong device or the whole card: the callers then sample every GPU instead."""
+    for item in _items(environ.get("CUDA_VISIBLE_DEVICES") or ""):
+        if item.isdigit():
+            continue
+        if item.upper().startswith(("GPU-", "MIG-")):
+            return (f"CUDA_VISIBLE_DEVICES names {'a MIG slice' if item.upper().startswith('MIG-') else 'a GPU'} "
+                    f"by UUID ({item[:12]}...), which nvidia-smi's per-GPU indexes cannot be matched to")
+        break  # CUDA stops at an invalid entry (-1, a typo): the devices before it are the visible ones
+    for item in _items(environ.get("NVIDIA_VISIBLE_DEVICES") or ""):
+        if item.upper().startswith("MIG-") or re.fullmatch(r"\d+:\d+", item):
+            return (f"NVIDIA_VISIBLE_DEVICES gives this container a MIG slice ({item[:12]}...), and nvidia-smi's rows "
+                    "are per physical GPU")
+    return None
+
+
+def visible_indexes(environ=os.environ) -> list[int] | None:
+    """The nvidia-smi indexes CUDA numbers 0, 1, ... when CUDA_VISIBLE_DEVICES lists indexes
+    (up to its first invalid entry, as CUDA reads it); None when it is unset (CUDA's numbers
+    are nvidia-smi's; the images set CUDA_DEVICE_ORDER=PCI_BUS_ID so both count in PCI order).
+    Call unmappable() first: UUIDs are not indexes."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return None
+    found = []
+    for item in _items(visible):
+        if not item.isdigit():
+            break
+        found.append(int(item))
+    return found
 
 
 def cuda_ordinal(smi_index: int, environ=os.environ) -> int | None:
     """The CUDA device number of nvidia-smi's GPU `smi_index`: the same number unless
-    CUDA_VISIBLE_DEVICES renumbers (position in its list; None when it hides the GPU or
-    names GPUs by UUID, which cannot be matched to an index here)."""
-    visible = environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return smi_index
-    items = [v.strip() for v in visible.split(",") if v.strip()]
-    if not all(v.isdigit() for v in items):
+    CUDA_VISIBLE_DEVICES renumbers (position in its list); None when it hides the GPU or when
+    the two cannot be matched here (unmappable: UUIDs, MIG slices)."""
+    if unmappable(environ):
         return None
-    numbers = [int(v) for v in items]
+    numbers = visible_indexes(environ)
+    if numbers is None:
+        return smi_index
     return numbers.index(smi_index) if smi_index in numbers else None
 
 
 def smi_index(ordinal: int, environ=os.environ) -> int | None:
-    """nvidia-smi's index of CUDA device `ordinal` (the inverse of cuda_ordinal)."""
-    visible = environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return ordinal
-    items = [v.strip() for v in visible.split(",") if v.strip()]
-    if ordinal >= len(items) or not items[ordinal].isdigit():
+    """nvidia-smi's index of CUDA device `ordinal` (the inverse of cuda_ordinal); None when
+    there is no such device or the two cannot be matched here."""
+    if unmappable(environ):
         return None
-    return int(items[ordinal])
+    numbers = visible_indexes(environ)
+    if numbers is None:
+        return ordinal
+    return numbers[ordinal] if 0 <= ordinal < len(numbers) else None
 
 
 def smi_indexes_of_ordinals(ordinals, environ=os.environ) -> list[int] | None:
@@ -266,12 +315,17 @@ class GpuMonitorLogic:
         self.epochs: list[dict] = []
         self.sampled = False
         self.reason: str | None = None
+        self.mapping_note: str | None = None  # why every GPU is sampled (unmappable)
+        self.scalars_error: str | None = None  # why no TensorBoard scalar could be written
         self.stderr = ""
 
     # -- Keras hooks ---------------------------------------------------------------------
     def on_train_begin(self, logs=None):
         self.stop()  # a second fit() with the same monitor starts afresh
-        self.epochs, self.sampled, self.reason = [], False, None
+        self.epochs, self.sampled, self.reason, self.scalars_error = [], False, None, None
+        self.mapping_note = unmappable() if self.gpus is None else None
+        if self.mapping_note:
+            log(f"GpuMonitor: {self.mapping_note}: sampling every GPU nvidia-smi lists")
         sampler = self._sampler_factory(indexes=self.gpus, interval_ms=self.interval_ms, fields=self.fields)
         if not sampler.available:
             return self._nothing_to_sample("no nvidia-smi on PATH")
@@ -304,12 +358,21 @@ class GpuMonitorLogic:
         start = self._epoch_start if self._epoch_start is not None else end
         record = self.epoch_record(self._sampler.snapshot().samples, epoch, start, end)
         self.epochs.append(record)
-        for gpu in record["gpus"]:
-            for name in ("utilization_percent", "memory_used_percent", "memory_used_mib", self._peak_name):
-                if gpu[name] is not None:
-                    self._writer.scalar(f"gpu/{gpu['index']}/{name}", float(gpu[name]), step=epoch)
-        if hasattr(self._writer, "flush"):
-            self._writer.flush()
+        if self.scalars_error is not None:
+            return
+        try:
+            for gpu in record["gpus"]:
+                # A reading nvidia-smi could not give (utilization.gpu `[N/A]` on a MIG slice or
+                # a vGPU) is None here and gets no scalar: TensorBoard shows a gap, not a 0.
+                for name in ("utilization_percent", "memory_used_percent", "memory_used_mib", self._peak_name):
+                    if gpu[name] is not None:
+                        self._writer.scalar(f"gpu/{gpu['index']}/{name}", float(gpu[name]), step=epoch)
+            if hasattr(self._writer, "flush"):
+                self._writer.flush()
+        except ImportError as exc:  # neither TensorFlow nor tensorboard in this Python (a bare venv)
+            self.scalars_error = (f"no TensorBoard writer in this Python ({exc}): the figures are in the "
+                                  "report only (pip install tensorboard for the scalars)")
+            log(f"GpuMonitor: {self.scalars_error}")
 
     def on_train_end(self, logs=None):
         self.stop()
@@ -358,11 +421,16 @@ class GpuMonitorLogic:
         """For report.json: what was sampled per epoch, or why nothing was."""
         if not self.sampled:
             return {"sampled": False, "reason": self.reason or "the monitor did not run"}
-        return {"sampled": True, "interval_ms": self.interval_ms, "settle_s": self.settle_s,
-                "query": ",".join(self.fields), "epochs": self.epochs,
-                "scalars": [f"gpu/{{i}}/{n}" for n in ("utilization_percent", "memory_used_percent",
-                                                       "memory_used_mib", self._peak_name)],
-                "log_dir": os.path.join(self.log_dir, "gpu")}
+        report = {"sampled": True, "interval_ms": self.interval_ms, "settle_s": self.settle_s,
+                  "query": ",".join(self.fields), "epochs": self.epochs,
+                  "scalars": [f"gpu/{{i}}/{n}" for n in ("utilization_percent", "memory_used_percent",
+                                                         "memory_used_mib", self._peak_name)],
+                  "log_dir": os.path.join(self.log_dir, "gpu")}
+        if self.mapping_note:
+            report["mapping_note"] = self.mapping_note
+        if self.scalars_error:
+            report["scalars"], report["scalars_error"] = [], self.scalars_error
+        return report
 
     def stop(self) -> None:
         """End nvidia-smi (idempotent) and close the event file."""
@@ -370,7 +438,7 @@ class GpuMonitorLogic:
         if sampler is not None:
             sampler.stop()
             self.stderr = sampler.stderr
-        if self._writer is not None and hasattr(self._writer, "close") and self.sampled:
+        if self._writer is not None and hasattr(self._writer, "close") and self.sampled and not self.scalars_error:
             self._writer.close()
 
     def _nothing_to_sample(self, reason: str) -> None:
@@ -380,7 +448,8 @@ class GpuMonitorLogic:
 
 def keras_for_tf():
     """The Keras the installed TensorFlow trains with: Keras 3 from TF 2.16, else tf.keras;
-    Keras 3 itself on the JAX and PyTorch backends (no TensorFlow there)."""
+    Keras 3 itself on the JAX and PyTorch backends (their TensorFlow, a CPU-only one for tf.data,
+    does not train)."""
     import os as _os
 
     if _os.environ.get("KERAS_BACKEND", "tensorflow") in ("jax", "torch"):

@@ -64,9 +64,12 @@ def parse_fields(query: str) -> tuple[str, ...]:
 
 def parse_value(text: str) -> float | None:
     """A number as nvidia-smi prints it with or without units ('97 %', '13066 MiB',
-    '13066'); None for N/A, [Not Supported] and the like. Raises ValueError otherwise."""
+    '13066'); None for N/A, [Not Supported] and the like: a reading nvidia-smi cannot give
+    is missing, never 0 (utilization.gpu is `[N/A]` on a MIG-enabled GPU and on vGPUs, and
+    the driver prints every such placeholder in brackets: [Unknown Error], [GPU requires
+    reset], ...). Raises ValueError otherwise."""
     value = text.strip()
-    if value.lower() in _MISSING:
+    if value.lower() in _MISSING or (value.startswith("[") and value.endswith("]")):
         return None
     for unit in (" %", "%", " MiB", "MiB", " W", " MHz"):
         if value.endswith(unit):

@@ -1,10 +1,14 @@
 """TensorBoard scalars with or without TensorFlow: one writer for the smoke and GpuMonitor.
 
-On TensorFlow, `tf.summary` writes them (as before). The JAX and PyTorch images have no
-TensorFlow, and Keras 3.15.1's `keras.callbacks.TensorBoard` imports it on first use
-(ModuleNotFoundError: No module named 'tensorflow'), so there the scalars go through
-tensorboard's own TF-free writer (`tensorboard.summary.Writer` over a `DirectoryOutput`,
-tensorboard >= 2.12), whose event files TensorBoard reads the same way.
+On TensorFlow, `tf.summary` writes them. Keras 3.15.1's `keras.callbacks.TensorBoard` writes
+through `tf.summary` on every backend (it imports TensorFlow on first use), so the JAX and
+PyTorch images carry `tensorflow-cpu` ([keras_tools] in images/matrix.toml, issue 30) and the
+smoke uses the standard callback there too (`epoch_scalars_callbacks`). Where TensorFlow is
+absent (a JAX/PyTorch venv of your own, e.g. the GPU-host check outside the images) the scalars
+go through tensorboard's own TF-free writer (`tensorboard.summary.Writer` over a
+`DirectoryOutput`, tensorboard >= 2.12), whose event files TensorBoard reads the same way;
+GpuMonitor keeps that writer on JAX and PyTorch (`scalar_writer`), which needs no TensorFlow
+import for a few scalars.
 """
 
 from __future__ import annotations
@@ -101,3 +105,25 @@ def epoch_scalars_class(keras):
             self.writer.close()
 
     return EpochScalars
+
+
+def tensorboard_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("tensorboard") is not None
+
+
+def epoch_scalars_callbacks(keras, log_dir: str) -> list:
+    """The epoch scalars under `<log_dir>/train`: Keras' own TensorBoard callback where TensorFlow
+    is installed (every kerasenv image), else the TF-free EpochScalars with the same tags; none
+    where neither TensorFlow nor tensorboard is (a bare JAX/PyTorch venv, as the GPU-host check
+    meets: its pack carries Keras's dependencies, not tensorboard's), said once on stderr."""
+    if tensorflow_available():
+        return [keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch")]
+    if not tensorboard_available():
+        import sys
+
+        print("[kerasenv] neither tensorflow nor tensorboard is installed: no TensorBoard epoch scalars "
+              "(the figures are in report.json; pip install tensorboard for them)", file=sys.stderr, flush=True)
+        return []
+    return [epoch_scalars_class(keras)(log_dir)]

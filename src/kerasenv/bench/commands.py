@@ -131,7 +131,9 @@ def _cmd_bench(args, matrix: Matrix) -> int:
     if v is None:
         v = variants.default_for_gpus(matrix, gpus, host_gpus, can_give)
         print(f"kerasenv: benchmarking {v.image_ref}", file=sys.stderr)
-    devices = bench.plan_devices(v, gpus, host_gpus, can_give, say=say)
+    from ..host import wsl
+
+    devices = bench.plan_devices(v, gpus, host_gpus, can_give, say=say, all_only=wsl.detect().present)
     host = bench.host_info(client, host_gpus)
     started = time.perf_counter()
     runs = [bench.run_device(client, v, d, settings, root, host=host, timeout=args.timeout) for d in devices]

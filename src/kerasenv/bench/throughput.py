@@ -178,8 +178,11 @@ def host_info(client=None, host_gpus=None) -> dict:
     return info
 
 
-def plan_devices(v: Variant, gpus: str | list[int], host_gpus, docker_gpus: bool, say=lambda m: None) -> list[Device]:
-    """The CPU always; then the GPUs asked for (auto: every GPU when the host and Docker can give them)."""
+def plan_devices(v: Variant, gpus: str | list[int], host_gpus, docker_gpus: bool, say=lambda m: None,
+                 all_only: bool = False) -> list[Device]:
+    """The CPU always; then the GPUs asked for (auto: every GPU when the host and Docker can give them).
+    `all_only`: the engine hands out every GPU or none (WSL2: NVIDIA's CUDA on WSL guide, 5.1),
+    so one GPU is benchmarked through `--gpus all`, and several cannot be told apart."""
     devices = [Device(id="cpu", kind="cpu", gpus_request="none", name=cpu_model())]
     if gpus == "none":
         return devices
@@ -205,9 +208,13 @@ def plan_devices(v: Variant, gpus: str | list[int], host_gpus, docker_gpus: bool
     if missing:
         raise UsageError(f"--gpus {','.join(map(str, gpus))}: this host has GPU index(es) "
                          f"{', '.join(map(str, sorted(by_index)))}, not {', '.join(map(str, missing))}")
+    if all_only and len(by_index) > 1:
+        raise UsageError(f"under WSL2 a container gets every GPU or none, so the {len(by_index)} GPUs of this host "
+                         "cannot be benchmarked one by one: benchmark them on Linux, or keep one GPU visible to WSL")
     for i in wanted:
         g = by_index[i]
-        devices.append(Device(id=f"gpu{i}", kind="gpu", gpus_request=f"device={i}", host_index=i, name=g.name,
+        devices.append(Device(id=f"gpu{i}", kind="gpu", gpus_request="all" if all_only else f"device={i}",
+                              host_index=i, name=g.name,
                               compute_capability=g.compute_capability, memory_mib=g.memory_mib))
     return devices
 
@@ -238,15 +245,17 @@ class _ProgressRelay:
 
 def run_container(client, v: Variant, command: list[str], *, gpus_request: str, timeout: float,
                   stream=sys.stderr) -> tuple[int, str, str]:
-    """Run the bench container (runner.run: labelled, always removed); relay its progress
-    live; return (exit code, stdout, stderr)."""
+    """Run the bench container (runner.run: labelled, always removed), its GPU request resolved
+    for this engine (host/gpu_choice); relay its progress live; return (exit code, stdout, stderr)."""
     import io
 
+    from ..host import gpu_choice
     from ..run import runner
 
+    gpus = gpu_choice.Resolver(client)(v, gpus_request)
     stdout, stderr = io.StringIO(), _ProgressRelay(stream)
     try:
-        result = runner.run(client, v, command, gpus=gpus_request, runs_dir=None, user=None,
+        result = runner.run(client, v, command, gpus=gpus, runs_dir=None, user=None,
                             env={"TF_CPP_MIN_LOG_LEVEL": "2"}, network="none", kind="bench",
                             timeout=timeout, stream=stderr, stdout=stdout)
     except runner.RunTimeout as exc:

@@ -245,3 +245,27 @@ def compose_env(host: AmdHost) -> dict[str, str]:
         raise ValueError(f"the AMD render nodes belong to groups {', '.join(map(str, render)) or 'none'}: compose's "
                          "ROCm override takes one; use `kerasenv run`/`smoke`, which adds each")
     return {"KERASENV_KFD_GID": str(host.kfd.gid), "KERASENV_RENDER_GID": str(render[0])}
+
+
+def toolkit_facts(root: str | Path = "/") -> tuple[list[str], list[str]]:
+    """The AMD Container Toolkit's programs on PATH and the amd.com/gpu CDI specs under `root`."""
+    import shutil
+
+    from .cdi import SPEC_DIRS
+
+    tools = [f"{name} at {path}" for name in ("amd-ctk", "amd-container-runtime")
+             if (path := shutil.which(name))]
+    specs = []
+    for folder in SPEC_DIRS:
+        where = Path(root) / folder.lstrip("/")
+        try:
+            files = sorted(where.iterdir())
+        except OSError:
+            continue
+        for spec in files:
+            try:
+                if spec.suffix in (".yaml", ".yml", ".json") and "amd.com/gpu" in spec.read_text(errors="replace"):
+                    specs.append(f"{folder}/{spec.name}")
+            except OSError:
+                continue
+    return tools, specs

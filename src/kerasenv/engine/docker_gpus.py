@@ -4,21 +4,23 @@ Looking for an `nvidia` runtime in `docker info` or a CDI spec is not the answer
 `--gpus` works whenever `nvidia-container-runtime-hook` is on dockerd's PATH, with no
 runtime entry at all (moby daemon/nvidia_linux.go registers the `nvidia` device driver
 then), and a CDI spec alone does not make `--gpus` work. So this starts a short-lived
-container with the same GPU request `docker run --gpus all` sends and reads the daemon's
-reply: it refuses at once ("could not select device driver "" with capabilities: [[gpu]]")
-when it cannot. The answer is cached for the rest of the process (one CLI run). The static
-hints (runtime entry, CDI spec) only explain a "no".
+container with the GPU request `kerasenv run --gpus all` would send on this engine
+(gpu_request.resolve: the runtime hook's DeviceRequest, or the CDI one where the engine
+applies CDI and the host has an NVIDIA spec) and reads the daemon's reply: it refuses at once
+("could not select device driver "" with capabilities: [[gpu]]") when it cannot. Podman's
+Docker API before 5.4 is not asked: it says yes to any request and gives no GPU
+(containers/podman#22645). The answer is cached for the rest of the process (one CLI run).
+The static hints (runtime entry, CDI spec) only explain a "no".
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from dataclasses import dataclass, field
 
+from . import cdi as cdi_mod
 from . import docker_client
 
-CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 KIND = "gpu-probe"
 _answers: dict[str, "Answer"] = {}
 
@@ -39,12 +41,11 @@ def static_hints(client) -> tuple[str, ...]:
         runtimes = sorted((client.info().get("Runtimes") or {}).keys())
     except Exception:  # noqa: BLE001 - a hint is best effort
         runtimes = []
-    cdi = [os.path.join(d, f) for d in CDI_SPEC_DIRS if os.path.isdir(d)
-           for f in sorted(os.listdir(d)) if f.startswith("nvidia")]
+    cdi = list(cdi_mod.from_specs().specs)
     hints = ["an `nvidia` runtime is registered in Docker" if "nvidia" in runtimes
              else "no `nvidia` runtime in `docker info`"]
-    hints.append(f"CDI spec {', '.join(cdi)} (used by `--device nvidia.com/gpu=...`, not by `--gpus`)" if cdi
-                 else "no NVIDIA CDI spec in /etc/cdi or /var/run/cdi")
+    hints.append(f"CDI spec {', '.join(cdi)} (used by CDI requests, `--device nvidia.com/gpu=...`, not by "
+                 "`--gpus`)" if cdi else "no NVIDIA CDI spec in /etc/cdi or /var/run/cdi")
     return tuple(hints)
 
 
@@ -71,12 +72,13 @@ def _probe_image(client, preferred: str | None) -> str | None:
     return None
 
 
-def ask(client, image: str | None = None) -> Answer:
-    """Start `true` with `--gpus all` in a throw-away container; cached per process."""
+def ask(client, image: str | None = None, *, engine=None, cdi=None) -> Answer:
+    """Start `true` with this engine's `--gpus all` in a throw-away container; cached per
+    process. `engine`/`cdi`: the engine and the host's CDI devices (asked/read when None)."""
     key = str(getattr(getattr(client, "api", None), "base_url", id(client)))
     if key in _answers:
         return _answers[key]
-    answer = _ask(client, image)
+    answer = _ask(client, image, engine, cdi)
     _answers[key] = answer
     return answer
 
@@ -90,7 +92,7 @@ def can_give(client) -> bool:
         return False
 
 
-def request_for(client, v, spec: str, say=lambda m: None) -> str:
+def request_for(client, v, spec: str, say=lambda m: None, *, engine=None, cdi=None) -> str:
     """The `--gpus` request for variant `v`: `spec` as given, except auto: all for ROCm,
     none for the CPU image, and for CUDA all when Docker can hand GPUs out (asked of
     Docker), else none, which `say` explains."""
@@ -100,7 +102,7 @@ def request_for(client, v, spec: str, say=lambda m: None) -> str:
         return "all"
     if v.family != "cuda":
         return "none"
-    answer = ask(client, v.image_ref)
+    answer = ask(client, v.image_ref, engine=engine, cdi=cdi)
     if answer.available:
         return "all"
     say(f"kerasenv: running without a GPU: {answer.explain()} (--gpus all to insist)")
@@ -112,11 +114,21 @@ def forget() -> None:
     _answers.clear()
 
 
-def _ask(client, image: str | None) -> Answer:
+def _ask(client, image: str | None, engine=None, cdi=None) -> Answer:
     from docker.errors import APIError
 
-    from . import gpu_request
+    from . import engine_facts, gpu_request
+    from ..errors import UsageError
 
+    try:
+        engine = engine or engine_facts.ask(client)
+    except Exception:  # noqa: BLE001 - an old or odd daemon: assume Docker with the hook
+        engine = engine_facts.Engine("docker")
+    cdi = cdi if cdi is not None else cdi_mod.scan()
+    try:
+        access = gpu_request.resolve("all", "cuda", engine=engine, host=gpu_request.HostGpus(cdi=cdi))
+    except UsageError as exc:  # Podman that would drop the request: a no, without a container
+        return Answer(False, exc.message.removeprefix("--gpus refused: "))
     ref = _probe_image(client, image)
     if ref is None:
         return Answer(None, "Docker was not asked: no local image to start a probe container from",
@@ -126,16 +138,16 @@ def _ask(client, image: str | None) -> Answer:
         container = client.containers.create(
             ref, ["true"], entrypoint=[], name=f"kerasenv-{KIND}-{uuid.uuid4().hex[:8]}",
             network_disabled=True, labels=docker_client.container_labels(KIND),
-            **gpu_request.run_kwargs("all", "cuda"))  # exactly what `kerasenv run --gpus all` sends
+            **access.kwargs)  # exactly what `kerasenv run --gpus all` sends on this engine
         container.start()
         status = container.wait(timeout=120)
         code = status.get("StatusCode")
         if code == 0:
-            return Answer(True, f"Docker started a container with --gpus all ({ref})")
-        return Answer(False, f"a container with --gpus all exited {code}", static_hints(client))
+            return Answer(True, f"Docker started a container with {access.describe()} ({ref})")
+        return Answer(False, f"a container with {access.describe()} exited {code}", static_hints(client))
     except APIError as exc:
         text = str(getattr(exc, "explanation", None) or exc).strip().splitlines()[0][:300]
-        return Answer(False, f"Docker refused --gpus all: {text}", static_hints(client))
+        return Answer(False, f"Docker refused {access.describe()}: {text}", static_hints(client))
     finally:
         if container is not None:
             try:

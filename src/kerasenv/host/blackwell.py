@@ -65,19 +65,21 @@ def cudnn_serves(v: Variant) -> bool:
 
 
 def native_image(cuda_variants: list[Variant], compute_capability: str, driver: str,
-                 default_gpu: str) -> Variant | None:
-    """The best variant with native kernels for this Blackwell GPU that this driver runs."""
+                 default_gpu: str, os: str = "linux", usable=lambda v: True) -> Variant | None:
+    """The best variant with native kernels for this Blackwell GPU that this driver runs
+    (`os`: whose driver floors; `usable`: what else the host allows, e.g. no JAX on WSL2)."""
     return kernel_choice.best_native(cuda_variants, [compute_capability], driver, default_gpu,
-                                     also_needed=cudnn_serves)
+                                     also_needed=lambda x: cudnn_serves(x) and usable(x), os=os)
 
 
 def verdict(v: Variant, gpu_name: str, compute_capability: str, driver: str,
-            cuda_variants: list[Variant], default_gpu: str) -> Verdict:
+            cuda_variants: list[Variant], default_gpu: str, os: str = "linux", usable=lambda v: True) -> Verdict:
     """PASS with native kernels (unless TF's XLA is in the way: WARN), WARN when the driver
     must JIT-compile PTX, FAIL when the variant cannot serve this Blackwell GPU; a WARN or a
     FAIL names the image with native kernels to use instead, where the matrix has one."""
     gpu = f"{gpu_name} (compute capability {compute_capability}, Blackwell)"
-    native = native_image(cuda_variants, compute_capability, driver, default_gpu)
+    native = native_image(cuda_variants, compute_capability, driver, default_gpu, os, usable)
+    ptx_floor = v.driver_floors(os).ptx_jit
     use_native = f"use kerasenv:{native.id} (native kernels for it)" if native and native.id != v.id else ""
     assert v.cudnn is not None
     if not cudnn_serves(v):
@@ -96,10 +98,10 @@ def verdict(v: Variant, gpu_name: str, compute_capability: str, driver: str,
     if support == "none":
         return Verdict("FAIL", f"{gpu}: {framework} carries no kernel it can run ({kernel_choice.describe(targets)})",
                        use_native or "use NVIDIA's NGC container for this framework, which is built for Blackwell")
-    if support == "ptx" and v.min_driver_ptx and driver_tuple(driver) < driver_tuple(v.min_driver_ptx):
+    if support == "ptx" and driver_tuple(driver) < driver_tuple(ptx_floor):
         return Verdict("FAIL", f"{gpu}: {framework} has only PTX for it ({kernel_choice.describe(targets)}); "
-                               f"JIT-compiling it needs driver >= {v.min_driver_ptx}, this host has {driver}",
-                       use_native or f"upgrade the NVIDIA driver to >= {v.min_driver_ptx}")
+                               f"JIT-compiling it needs driver >= {ptx_floor}, this host has {driver}",
+                       use_native or f"upgrade the NVIDIA driver to >= {ptx_floor}")
     if support == "native":
         status, message, fix = "PASS", f"{gpu}: native kernels in {framework} ({kernel_choice.describe(targets)})", ""
     else:

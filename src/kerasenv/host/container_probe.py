@@ -33,6 +33,7 @@ def probe(v: Variant, gpus: str) -> dict:
     """The probe's findings (nvidia_smi_l, <backend>_gpus, for CUDA <backend>_gpu_libraries)
     and a PASS/FAIL `status` for each of them."""
     from ..engine import docker_client
+    from . import gpu_choice
 
     client = docker_client.client()
     gpus_key, libraries_key = keys(v)
@@ -43,13 +44,15 @@ def probe(v: Variant, gpus: str) -> dict:
     command = library_check + (["--devices"] if v.family == "cuda" else ["--devices-only"])
     started = True
     try:
-        data = probe_json(client, v, command, gpus)
+        # Resolved for this engine (CDI, Podman, WSL2, MIG: host/gpu_choice); a request the
+        # engine would drop is a failed line here, and the library check still runs below.
+        data = probe_json(client, v, command, gpu_choice.Resolver(client)(v, gpus))
     except KerasenvError as exc:
         started = False
         data = {"nvidia_smi_l": exc.message, "tf_gpus": []}
         if v.family == "cuda":
             try:
-                libraries = probe_json(client, v, library_check, "none")
+                libraries = probe_json(client, v, library_check, None)
                 data.update({k: libraries[k] for k in ("failed", "later", "libraries", "ptxas", "backend")
                              if k in libraries})
             except KerasenvError:
@@ -68,7 +71,7 @@ def probe(v: Variant, gpus: str) -> dict:
     return data
 
 
-def probe_json(client, v: Variant, command: list[str], gpus: str) -> dict:
+def probe_json(client, v: Variant, command: list[str], gpus) -> dict:
     """Run a probe that prints one JSON line; its dict, or a failure entry when it printed none."""
     from ..run import runner
 

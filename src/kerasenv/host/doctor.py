@@ -1,140 +1,28 @@
 """`kerasenv doctor`: host preflight and a compatibility verdict for every variant.
 
-Gathering (running nvidia-smi, asking Docker) is kept apart from judging, so the
-verdicts are unit-tested against recorded nvidia-smi outputs (tests/fixtures/nvidia-smi/:
-public captures, and a simulator's for the hosts listed in SIMULATED there).
+Gathering (host/facts.py: running nvidia-smi, asking Docker, reading /proc, /dev and
+/etc/cdi) is kept apart from judging (this module, rocm_checks and shape_checks), so the
+verdicts are unit-tested against recorded outputs (tests/fixtures/nvidia-smi/: public
+captures, and a simulator's for the hosts listed in SIMULATED there; tests/fixtures/engines/
+and host-shapes/ for the engines, WSL2 and CDI).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-from dataclasses import asdict, dataclass, field
+import shutil  # noqa: F401 - tests patch doctor.shutil.which (the same module facts uses)
+from dataclasses import asdict, dataclass
 
 from . import blackwell
 from . import kernel_choice
-from . import nvidia_smi
-from ..engine import amd_devices
-from ..engine.docker_gpus import CDI_SPEC_DIRS
+from . import rocm_checks
+from . import shape_checks
+from .checks import FAIL, INFO, PASS, WARN, Check
+from .facts import HostFacts, gather, probe_nvidia  # noqa: F401 - the doctor's own gathering, re-exported
 from ..matrix.schema import Matrix, Variant
 from ..matrix.nvidia_drivers import driver_tuple
 
-PASS, WARN, FAIL, INFO = "PASS", "WARN", "FAIL", "INFO"
 TOOLKIT_FIX = ("install the NVIDIA Container Toolkit, then `sudo nvidia-ctk runtime configure "
                "--runtime=docker && sudo systemctl restart docker`")
-
-
-@dataclass
-class Check:
-    status: str
-    name: str
-    message: str
-    fix: str = ""
-
-
-@dataclass
-class HostFacts:
-    nvidia: nvidia_smi.HostGpus
-    docker_error: str | None = None  # None: reachable
-    docker_runtimes: list[str] = field(default_factory=list)
-    cdi_specs: list[str] = field(default_factory=list)
-    # AMD: the device nodes, their owners and the driver (engine/amd_devices; judged by
-    # rocm_checks), the AMD Container Toolkit's programs and CDI specs, Docker's version.
-    amd: amd_devices.AmdHost = field(default_factory=amd_devices.AmdHost)
-    amd_tools: list[str] = field(default_factory=list)
-    amd_cdi_specs: list[str] = field(default_factory=list)
-    docker_version: str | None = None
-    container_uid: int = field(default_factory=os.getuid)  # what kerasenv runs containers as
-    local_images: set[str] | None = None  # tags Docker holds; None: not asked
-    shm_bytes: int | None = None
-    # Docker's own answer to `--gpus all` (docker_gpus.ask); None: not asked (e.g. a
-    # replayed host in tests), and then the runtime/CDI hints above decide, as before.
-    docker_gpus: object | None = None
-    cuda_cache_volumes: list[str] = field(default_factory=list)  # the JIT-cache volumes present
-
-
-# --- gathering ---------------------------------------------------------------------------
-
-def _run(cmd: list[str]) -> tuple[int, str]:
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired:
-        return 124, f"{cmd[0]} did not answer within 60 s"
-    except OSError as exc:
-        return 127, str(exc)
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-def probe_nvidia(exe: str | None = None) -> nvidia_smi.HostGpus:
-    """Ask nvidia-smi (KERASENV_NVIDIA_SMI overrides which binary, e.g. a fixture replay).
-
-    The CSV query is authoritative (full names, compute_cap); the plain table adds the
-    driver's CUDA version and works on every driver; either alone is enough.
-    """
-    exe = exe or os.environ.get("KERASENV_NVIDIA_SMI") or shutil.which("nvidia-smi")
-    if not exe:
-        return nvidia_smi.HostGpus(present=False)
-    table_code, table_out = _run([exe])
-    query_code, query_out = _run([exe, f"--query-gpu={','.join(nvidia_smi.QUERY_FIELDS)}", "--format=csv"])
-    host, rows, notes = None, None, []
-    if table_code == 0:
-        try:
-            host = nvidia_smi.parse_table(table_out)
-        except ValueError as exc:
-            notes.append(f"unreadable nvidia-smi table ({exc})")
-    if query_code == 0:
-        try:
-            rows = nvidia_smi.parse_query_csv(query_out)
-        except ValueError as exc:
-            notes.append(f"unreadable --query-gpu output ({exc})")
-    elif "not a valid field" in query_out:
-        notes.append("this nvidia-smi has no compute_cap query field (nvidia-smi older than R510): "
-                     "compute capability taken from the GPU name")
-    if host is None:
-        driver = next((r.get("driver_version") for r in rows or [] if r.get("driver_version")), None)
-        if driver is None:
-            return nvidia_smi.HostGpus(present=True, error=nvidia_smi.classify_error(table_out or query_out),
-                                       notes=notes)
-        host = nvidia_smi.HostGpus(present=True, driver_version=driver)
-    host.notes += notes
-    listed = None
-    if any(g.name.endswith("...") for g in host.gpus) and not rows:
-        code, out = _run([exe, "-L"])
-        listed = nvidia_smi.parse_list(out) if code == 0 else None
-    return nvidia_smi.merge(host, rows, listed)
-
-
-def gather(client_factory, nvidia_exe: str | None = None, root: str = "/") -> HostFacts:
-    """The host's facts; `root`: where its file system is (the AMD device nodes, /sys, CDI specs)."""
-    from . import rocm_checks
-
-    facts = HostFacts(nvidia=probe_nvidia(nvidia_exe))
-    try:
-        client = client_factory()
-        info = client.info()
-        facts.docker_runtimes = sorted((info.get("Runtimes") or {}).keys())
-        facts.docker_version = info.get("ServerVersion")
-        facts.local_images = {t for image in client.images.list() for t in (image.tags or [])}
-        from ..engine import docker_client, docker_gpus
-
-        facts.docker_gpus = docker_gpus.ask(client)
-        facts.cuda_cache_volumes = sorted(v.name for v in client.volumes.list(
-            filters={"label": f"{docker_client.KIND_LABEL}=cuda-cache"}))
-    except Exception as exc:  # DockerUnavailable carries the one-line fix
-        facts.docker_error = getattr(exc, "message", str(exc))
-    for folder in CDI_SPEC_DIRS:
-        if os.path.isdir(folder):
-            facts.cdi_specs += [os.path.join(folder, f) for f in sorted(os.listdir(folder))
-                                if f.startswith("nvidia") and f.endswith((".yaml", ".json"))]
-    facts.amd = amd_devices.scan(root)
-    facts.amd_tools, facts.amd_cdi_specs = rocm_checks.device_facts(root)
-    try:
-        st = os.statvfs("/dev/shm")
-        facts.shm_bytes = st.f_frsize * st.f_blocks
-    except OSError:
-        facts.shm_bytes = None
-    return facts
 
 
 # --- judging -----------------------------------------------------------------------------
@@ -178,7 +66,7 @@ def host_checks(facts: HostFacts) -> list[Check]:
             checks.append(Check(PASS, "container-toolkit", answer.detail))
         elif gpus_here:
             checks.append(Check(FAIL, "container-toolkit", f"containers cannot get the GPU: {answer.explain()}",
-                                TOOLKIT_FIX))
+                                shape_checks.toolkit_fix(facts, TOOLKIT_FIX)))
         else:
             checks.append(Check(INFO, "container-toolkit", "Docker cannot give GPUs to containers (not needed "
                                                            f"without a GPU): {answer.detail}"))
@@ -189,11 +77,10 @@ def host_checks(facts: HostFacts) -> list[Check]:
     elif gpus_here:
         checks.append(Check(FAIL, "container-toolkit",
                             "no NVIDIA runtime in `docker info` and no CDI spec: containers cannot get the GPU",
-                            TOOLKIT_FIX))
+                            shape_checks.toolkit_fix(facts, TOOLKIT_FIX)))
     else:
         checks.append(Check(INFO, "container-toolkit", "NVIDIA Container Toolkit not found (not needed without a GPU)"))
-    from . import rocm_checks
-
+    checks += shape_checks.host_checks(facts)
     checks += rocm_checks.host_checks(facts)
     where = ", ".join(facts.cuda_cache_volumes) or "none yet (created on the first CUDA run)"
     checks.append(Check(INFO, "cuda-jit-cache", "the driver's PTX JIT cache (Hopper/Blackwell kernels compiled on "
@@ -232,29 +119,37 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
     if v.family == "cpu":
         return Check(PASS, name, "runs on any x86_64 host (CPU only)")
     if v.family == "rocm":
-        from . import rocm_checks
-
         return rocm_checks.variant_verdict(v, facts)
     if not nv.present or nv.error or not nv.driver_version:
         return Check(INFO, name, "no usable NVIDIA GPU: this image would train on the CPU")
     driver = driver_tuple(nv.driver_version)
-    assert v.min_driver and v.min_driver_ptx and v.min_driver_toolkit
-    full_floor = max(v.min_driver_ptx, v.min_driver_toolkit, key=driver_tuple)
-    if driver < driver_tuple(v.min_driver):
-        runnable = [x.id for x in matrix.variants if x.family == "cuda" and x.min_driver
-                    and driver >= driver_tuple(x.min_driver)]
-        # Where the GPUs are known, the image with native kernels for all of them that this
-        # driver runs (on Blackwell: the JAX image, not TensorFlow's JIT-only one).
-        ccs = [g.compute_capability for g in nv.gpus if g.compute_capability]
-        native = kernel_choice.best_native(list(matrix.variants), ccs, nv.driver_version, matrix.default_gpu) \
-            if ccs and len(ccs) == len(nv.gpus) else None
+    os_name = shape_checks.os_of(facts)  # under WSL2 the driver is Windows's: Windows floors
+    floors = v.driver_floors(os_name)
+    assert floors is not None
+    which = " Windows" if os_name == "windows" else ""
+    full_floor = max(floors.ptx_jit, floors.toolkit, key=driver_tuple)
+    usable = shape_checks.usable_here(facts)
+    # Where the GPUs are known, the image with native kernels for all of them that this
+    # driver runs (on Blackwell: the JAX image, not TensorFlow's JIT-only one).
+    ccs = [g.compute_capability for g in nv.gpus if g.compute_capability]
+    native = kernel_choice.best_native([x for x in matrix.variants if usable(x)], ccs, nv.driver_version,
+                                       matrix.default_gpu, os=os_name) \
+        if ccs and len(ccs) == len(nv.gpus) else None
+    if driver < driver_tuple(floors.load):
+        runnable = [x.id for x in matrix.variants if x.family == "cuda" and usable(x)
+                    and driver >= driver_tuple(x.driver_floors(os_name).load)]
         alternative = (f"{native.id} runs on it, with native kernels for this GPU" if native else
                        f"the newest variant this driver runs is {runnable[0]}" if runnable else
                        "no CUDA variant runs on it (use the CPU image)")
-        return Check(FAIL, name, f"driver {nv.driver_version} is older than {v.min_driver}, the minimum "
-                                 f"for CUDA {v.cuda}; {alternative}",
-                     f"upgrade the NVIDIA driver to >= {full_floor}"
-                     + (f" (>= {v.min_driver} to load at all)" if full_floor != v.min_driver else ""))
+        return Check(FAIL, name, f"{which.strip() + ' ' if which else ''}driver {nv.driver_version} is older than "
+                                 f"{floors.load}, the{which} minimum for CUDA {v.cuda}; {alternative}",
+                     f"upgrade the{which} NVIDIA driver to >= {full_floor}"
+                     + (f" (>= {floors.load} to load at all)" if full_floor != floors.load else ""))
+    broken = shape_checks.defect_verdict(v, facts, native if native is not None and native.id != v.id else
+                                         next((x for x in matrix.variants if x.family == "cuda" and usable(x)
+                                               and x.id == matrix.default_gpu), None))
+    if broken is not None:
+        return broken
     problems, notes, ptx_gpus, warnings, native_notes = [], [], [], [], []
     for gpu in nv.gpus:
         if not gpu.compute_capability:
@@ -262,7 +157,8 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
             continue
         if blackwell.is_blackwell(gpu.compute_capability):
             found = blackwell.verdict(v, gpu.name, gpu.compute_capability, nv.driver_version,
-                                      [x for x in matrix.variants if x.family == "cuda"], matrix.default_gpu)
+                                      [x for x in matrix.variants if x.family == "cuda"], matrix.default_gpu,
+                                      os=os_name, usable=usable)
             if found.status == PASS:
                 native_notes.append(found.message)
             else:
@@ -280,13 +176,13 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
             problems.append((FAIL, f"{gpu.name} (compute capability {gpu.compute_capability}) is older "
                                    f"than {targets.framework} {targets.version} supports (lowest target {lowest})",
                              "use an older variant or a newer GPU"))
-        elif support == "ptx" and driver < driver_tuple(v.min_driver_ptx):
+        elif support == "ptx" and driver < driver_tuple(floors.ptx_jit):
             problems.append((FAIL, f"{gpu.name} (compute capability {gpu.compute_capability}) gets only PTX "
                                    f"from {targets.framework} {targets.version}'s build "
                                    f"({kernel_choice.describe(targets)}); "
-                                   f"JIT-compiling it needs driver >= {v.min_driver_ptx}, this host has "
+                                   f"JIT-compiling it needs{which} driver >= {floors.ptx_jit}, this host has "
                                    f"{nv.driver_version} (expect CUDA_ERROR_UNSUPPORTED_PTX_VERSION)",
-                             f"upgrade the NVIDIA driver to >= {v.min_driver_ptx}"))
+                             f"upgrade the{which} NVIDIA driver to >= {floors.ptx_jit}"))
         elif support == "ptx":
             ptx_gpus.append(str(gpu.index))
     if ptx_gpus:
@@ -295,9 +191,9 @@ def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
     if problems:
         status, message, fix = problems[0]
         return Check(status, name, "; ".join(p[1] for p in problems), fix)
-    if driver < driver_tuple(v.min_driver_toolkit):
-        notes.append(f"driver below {v.min_driver_toolkit}, the CUDA {v.cuda} wheels' own: "
-                     "runs under CUDA minor-version compatibility")
+    if driver < driver_tuple(floors.toolkit):
+        notes.append(f"{which.strip() + ' ' if which else ''}driver below {floors.toolkit}, the CUDA {v.cuda} "
+                     "wheels' own: runs under CUDA minor-version compatibility")
     if warnings:
         return Check(WARN, name, "; ".join([w[1] for w in warnings] + notes), warnings[0][2])
     status = WARN if any("unknown" in n for n in notes) else PASS
@@ -328,7 +224,8 @@ def _preference(usable: list[Variant], status: dict[str, str], facts: HostFacts,
     if not passing or passing[0].id == matrix.default_gpu:
         return ordered
     ccs = [g.compute_capability for g in facts.nvidia.gpus if g.compute_capability]
-    best = kernel_choice.best_native(passing, ccs, facts.nvidia.driver_version, matrix.default_gpu) if ccs else None
+    best = kernel_choice.best_native(passing, ccs, facts.nvidia.driver_version, matrix.default_gpu,
+                                     os=shape_checks.os_of(facts)) if ccs else None
     return ([best] + [v for v in ordered if v is not best]) if best else ordered
 
 
@@ -340,8 +237,6 @@ def judge(facts: HostFacts, matrix: Matrix) -> Report:
     preferred = _preference(usable, {v.id: c.status for v, c in zip(matrix.variants, verdicts)}, facts, matrix)
     if preferred and toolkit_ok and not facts.docker_error:
         return Report(host, verdicts, preferred[0].id, "a usable NVIDIA GPU and the container toolkit", True)
-    from . import rocm_checks
-
     if rocm_checks.usable(facts):
         return Report(host, verdicts, matrix.default_rocm, "an AMD GPU that a non-root container can open", True)
     why = ("no NVIDIA GPU" if not facts.nvidia.present or facts.nvidia.error else

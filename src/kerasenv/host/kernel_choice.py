@@ -67,20 +67,22 @@ def describe(targets: KernelTargets) -> str:
 
 
 def best_native(variants: list[Variant], gpu_ccs: list[str], driver: str | None, default_gpu: str,
-                also_needed=lambda v: True) -> Variant | None:
+                also_needed=lambda v: True, os: str = "linux") -> Variant | None:
     """Among the CUDA variants whose recorded kernel targets have native SASS for every GPU in
     `gpu_ccs`, whose driver floor (minor-version compatibility) `driver` meets and which
     `also_needed` accepts (e.g. a cuDNN with kernels for the GPU), the best: one whose wheels'
-    own driver the host has, then the default GPU image, then the newest CUDA."""
+    own driver the host has, then the default GPU image, then the newest CUDA. `os`: whose
+    driver floors (linux, or windows: the driver of a WSL2 host)."""
     host = driver_tuple(driver) if driver else None
+    floors = {v.id: v.driver_floors(os) for v in variants if v.family == "cuda"}
     candidates = [v for v in variants
-                  if v.family == "cuda" and v.kernel_targets is not None and v.min_driver
-                  and host is not None and host >= driver_tuple(v.min_driver)
+                  if v.family == "cuda" and v.kernel_targets is not None and floors[v.id]
+                  and host is not None and host >= driver_tuple(floors[v.id].load)
                   and all(kernel_support(cc, v.kernel_targets.sass) == "native" for cc in gpu_ccs)
                   and also_needed(v)]
     if not candidates:
         return None
     return min(candidates, key=lambda v: (
-        not (v.min_driver_toolkit and host >= driver_tuple(v.min_driver_toolkit)),
+        not host >= driver_tuple(floors[v.id].toolkit),
         v.id != default_gpu,
         tuple(-p for p in version_tuple(v.cuda or "0"))))

@@ -6,7 +6,9 @@ before R510/R525; the plain table truncates long GPU names with "..."):
 - plain `nvidia-smi`: the table, for the driver version, GPU names and memory;
 - `nvidia-smi --query-gpu=FIELDS --format=csv`: columns in the order asked, header
   first, values separated by ", " (memory as "81920 MiB");
-- `nvidia-smi -L`: "GPU 0: NAME (UUID: GPU-...)", full names.
+- `nvidia-smi -L`: "GPU 0: NAME (UUID: GPU-...)", full names and UUIDs, and under a GPU in
+  MIG mode its MIG devices, "  MIG 3g.40gb     Device  0: (UUID: MIG-...)" (NVIDIA MIG user
+  guide, "MIG Device Names"; the `--query-gpu` rows stay one per physical GPU).
 
 Recorded real outputs live in tests/fixtures/nvidia-smi/ (SOURCES.md says where from).
 """
@@ -23,6 +25,11 @@ _CUDA_RE = re.compile(r"(?:CUDA Version|CUDA UMD Version):\s*([0-9]+\.[0-9]+)")
 _ROW_RE = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s*\|")
 _MEM_RE = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
 _LIST_RE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)")
+_MIG_LIST_RE = re.compile(r"^MIG\s+(\S+)\s+Device\s+(\d+):\s+\(UUID:\s*(MIG-[^)]+)\)")
+_MIG_MODE_RE = re.compile(r"\|\s*(Enabled|Disabled|N/A)\s*\|\s*$")
+# The table's "MIG devices:" section: "|  0    3   0   0  |" = GPU, GPU instance, compute
+# instance, MIG device index (a second line per device carries BAR1 usage only).
+_MIG_ROW_RE = re.compile(r"^\|\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\|")
 
 # Compute capability by GPU name, for drivers whose nvidia-smi cannot report it.
 # Source: NVIDIA, "CUDA GPUs - Compute Capability", https://developer.nvidia.com/cuda-gpus
@@ -49,6 +56,18 @@ class Gpu:
     memory_mib: int | None = None
     compute_capability: str | None = None  # "8.0"
     compute_capability_source: str = "unknown"  # nvidia-smi | name table | unknown
+    uuid: str | None = None  # GPU-... (nvidia-smi -L)
+    mig_mode: str | None = None  # Enabled | Disabled | N/A (the table's "MIG M." cell)
+
+
+@dataclass(frozen=True)
+class MigSlice:
+    """One MIG device, as `nvidia-smi -L` lists it under its GPU."""
+
+    gpu: int
+    index: int
+    profile: str  # 3g.40gb
+    uuid: str  # MIG-...
 
 
 @dataclass
@@ -61,6 +80,11 @@ class HostGpus:
     gpus: list[Gpu] = field(default_factory=list)
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    mig: list[MigSlice] = field(default_factory=list)  # every MIG device, by GPU
+
+    def mig_enabled(self) -> list[int]:
+        """GPUs in MIG mode: the table says Enabled, or -L lists MIG devices under them."""
+        return sorted({g.index for g in self.gpus if g.mig_mode == "Enabled"} | {m.gpu for m in self.mig})
 
 
 def compute_capability_from_name(name: str) -> str | None:
@@ -79,13 +103,26 @@ def parse_table(text: str) -> HostGpus:
     cuda = _CUDA_RE.search(text)
     host = HostGpus(present=True, driver_version=driver.group(1), cuda_version=cuda.group(1) if cuda else None)
     lines = text.splitlines()
+    in_mig = False
     for i, line in enumerate(lines):
-        row = _ROW_RE.match(line)
+        if "MIG devices:" in line:
+            in_mig = True
+        elif "Processes:" in line:
+            in_mig = False
+        mig_row = _MIG_ROW_RE.match(line) if in_mig else None
+        if mig_row:
+            host.mig.append(MigSlice(gpu=int(mig_row.group(1)), index=int(mig_row.group(4)), profile="", uuid=""))
+            continue
+        row = _ROW_RE.match(line) if not in_mig else None
         if not row:
             continue
         memory = _MEM_RE.search(lines[i + 1]) if i + 1 < len(lines) else None
+        # R450+ tables have a third line per GPU whose last cell is "MIG M.": Enabled,
+        # Disabled or N/A (GPUs without MIG).
+        mig = _MIG_MODE_RE.search(lines[i + 2]) if i + 2 < len(lines) and "MIG M." in text else None
         host.gpus.append(Gpu(index=int(row.group(1)), name=row.group(2).strip(),
-                             memory_mib=int(memory.group(2)) if memory else None))
+                             memory_mib=int(memory.group(2)) if memory else None,
+                             mig_mode=mig.group(1) if mig else None))
     return host
 
 
@@ -106,12 +143,24 @@ def parse_query_csv(text: str) -> list[dict[str, str]]:
 
 def parse_list(text: str) -> dict[int, str]:
     """`nvidia-smi -L`: index -> full GPU name."""
-    names = {}
+    return {index: name for index, (name, _) in parse_list_full(text)[0].items()}
+
+
+def parse_list_full(text: str) -> tuple[dict[int, tuple[str, str]], list[MigSlice]]:
+    """`nvidia-smi -L`: index -> (name, UUID), and the MIG devices listed under each GPU."""
+    gpus: dict[int, tuple[str, str]] = {}
+    slices: list[MigSlice] = []
+    current = None
     for line in text.splitlines():
         match = _LIST_RE.match(line.strip())
         if match:
-            names[int(match.group(1))] = match.group(2)
-    return names
+            current = int(match.group(1))
+            gpus[current] = (match.group(2), match.group(3))
+            continue
+        mig = _MIG_LIST_RE.match(line.strip())
+        if mig and current is not None:
+            slices.append(MigSlice(gpu=current, index=int(mig.group(2)), profile=mig.group(1), uuid=mig.group(3)))
+    return gpus, slices
 
 
 def classify_error(text: str) -> str:
@@ -126,8 +175,10 @@ def classify_error(text: str) -> str:
     return f"nvidia-smi failed: {first[:160]}"
 
 
-def merge(table: HostGpus, query_rows: list[dict[str, str]] | None, listed: dict[int, str] | None) -> HostGpus:
-    """Combine the probes: CSV values win, then -L names, then the table."""
+def merge(table: HostGpus, query_rows: list[dict[str, str]] | None, listed: dict[int, str] | None,
+          list_text: str | None = None) -> HostGpus:
+    """Combine the probes: CSV values win, then -L names, then the table. `list_text`: the
+    whole `nvidia-smi -L` output, for the UUIDs and the MIG devices."""
     by_index = {g.index: g for g in table.gpus}
     for row in query_rows or []:
         index = int(row.get("index", len(by_index)))
@@ -140,10 +191,16 @@ def merge(table: HostGpus, query_rows: list[dict[str, str]] | None, listed: dict
             gpu.compute_capability, gpu.compute_capability_source = cc, "nvidia-smi"
         if row.get("driver_version") and not table.driver_version:
             table.driver_version = row["driver_version"]
-    for index, name in (listed or {}).items():
+    full, slices = parse_list_full(list_text) if list_text else ({}, [])
+    listed = {**{i: name for i, (name, _) in full.items()}, **(listed or {})}
+    for index, name in listed.items():
         gpu = by_index.setdefault(index, Gpu(index=index, name=name))
         if gpu.name.endswith("...") or not gpu.name:
             gpu.name = name
+        if index in full:
+            gpu.uuid = full[index][1]
+    if slices:  # -L's MIG devices carry their profiles and UUIDs; the table's only numbers
+        table.mig = slices
     for gpu in by_index.values():
         if gpu.compute_capability is None:
             cc = compute_capability_from_name(gpu.name)

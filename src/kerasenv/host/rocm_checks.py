@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..engine import amd_devices
-from .doctor import FAIL, INFO, PASS, WARN, Check, HostFacts
+from .checks import FAIL, INFO, PASS, WARN, Check
+from .facts import HostFacts
 
 # Docker takes `--gpus` for AMD GPUs from 29.3 (through CDI: moby daemon/amd_linux.go, PRs
 # #49952 and #52048; AMD Instinct docs). Before, `--gpus` is NVIDIA's alone.
@@ -144,28 +145,3 @@ def variant_verdict(v, facts: HostFacts) -> Check:
                      f"on a host that reaches Docker Hub: `make build VARIANT={v.id}`, then here "
                      f"`make verify-gpu VARIANT={v.id}`")
     return Check(PASS, name, "AMD GPU ready for a non-root container (device nodes, groups, driver)")
-
-
-def device_facts(root: str | Path = "/") -> tuple[list[str], list[str]]:
-    """The AMD Container Toolkit's programs on PATH and the amd.com/gpu CDI specs under `root`."""
-    import shutil
-
-    from ..engine.docker_gpus import CDI_SPEC_DIRS
-
-    tools = [f"{name} at {path}" for name in ("amd-ctk", "amd-container-runtime")
-             if (path := shutil.which(name))]
-    specs = []
-    for folder in CDI_SPEC_DIRS:
-        where = Path(root) / folder.lstrip("/")
-        try:
-            files = sorted(where.iterdir())
-        except OSError:
-            continue
-        for spec in files:
-            try:
-                if spec.suffix in (".yaml", ".yml", ".json") and "amd.com/gpu" in spec.read_text(errors="replace"):
-                    specs.append(f"{folder}/{spec.name}")
-            except OSError:
-                continue
-    return tools, specs
-

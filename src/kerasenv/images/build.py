@@ -154,11 +154,33 @@ def ensure_base(client, v: Variant, base: str, say: Callable[[str], None]) -> No
         ) from None
 
 
+_debian_state: str | None = None
+
+
+def debian_updates(explicit: str | None = None) -> str:
+    """The Debian archive state a build applies (security/debian.py): `explicit`, else
+    KERASENV_DEBIAN_UPDATES (`make test` reads it once, so every variant of one run gets the same
+    base layers), else read from the archive now (once per process)."""
+    global _debian_state
+    from ..security import debian
+
+    chosen = explicit or os.environ.get("KERASENV_DEBIAN_UPDATES")
+    if chosen:
+        if debian.parse_label(chosen) is None:
+            raise UsageError(f"Debian updates state {chosen!r}: expected the io.kerasenv.debian-updates label's form, "
+                             "e.g. bookworm@2026-07-11T10:16:37Z bookworm-updates@... bookworm-security@...")
+        return chosen
+    if _debian_state is None:
+        _debian_state = debian.archive_state().label()
+    return _debian_state
+
+
 def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
           ca_cert: str | None = None, no_cache: bool = False, jupyter: bool = False,
-          progress: "Progress | None" = None) -> BuildResult:
+          progress: "Progress | None" = None, debian_state: str | None = None) -> BuildResult:
     """kerasenv:<id>, or with `jupyter` its JupyterLab flavour kerasenv:<id>-jupyter (built
-    FROM the variant's image, which must exist)."""
+    FROM the variant's image, which must exist). `debian_state`: the Debian archive state to
+    apply (debian_updates)."""
     folder = matrix.path.parent / v.id
     dockerfile = JUPYTER_DOCKERFILE if jupyter else "Dockerfile"
     if not (folder / dockerfile).exists():
@@ -177,6 +199,8 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     else:
         buildargs["BASE_IMAGE"] = effective_base(v, base_image, matrix)
         ensure_base(client, v, buildargs["BASE_IMAGE"], progress.note)
+        if v.family != "rocm":  # AMD's image is AMD's to update
+            buildargs["DEBIAN_UPDATES"] = debian_updates(debian_state)
     tag = v.jupyter_ref if jupyter else v.image_ref
     name = tag.split(":", 1)[1]
     started = time.monotonic()

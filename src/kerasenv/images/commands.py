@@ -38,6 +38,9 @@ def register(subparsers) -> None:
                    "KERASENV_CA_CERT; default: the host's PIP_CERT / REQUESTS_CA_BUNDLE / SSL_CERT_FILE)")
     s.add_argument("--no-ca-cert", action="store_true", help="do not pass any CA to the build")
     s.add_argument("--no-cache", action="store_true", help="build without Docker's layer cache")
+    s.add_argument("--debian-updates", metavar="STATE",
+                   help="the Debian archive state to apply (an io.kerasenv.debian-updates label's value; env "
+                        "KERASENV_DEBIAN_UPDATES; default: the archive now, `kerasenv debian-updates`)")
     flavour = s.add_mutually_exclusive_group()
     flavour.add_argument("--jupyter", action="store_true",
                          help="also build the JupyterLab flavour kerasenv:<id>-jupyter (cpu and cuda variants)")
@@ -133,7 +136,8 @@ def _cmd_build(args, matrix: Matrix) -> int:
         raise UsageError(f"{flag}: none of {', '.join(v.id for v in variants)} has a JupyterLab flavour "
                          f"(those that do: {', '.join(v.id for v in matrix.with_jupyter())})")
     client = docker_client.client()
-    options = dict(base_image=args.base_image or os.environ.get("BASE_IMAGE"), ca_cert=ca_cert, no_cache=args.no_cache)
+    options = dict(base_image=args.base_image or os.environ.get("BASE_IMAGE"), ca_cert=ca_cert, no_cache=args.no_cache,
+                   debian_state=args.debian_updates)
     results = []
     for v in variants:
         built = []  # (tag, result)

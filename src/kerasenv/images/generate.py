@@ -62,7 +62,7 @@ def render(template: str, values: dict[str, str], sections: dict[str, bool]) -> 
 
 def _label_block(matrix: Matrix, v: Variant) -> str:
     pairs = [(k, _quote(val)) for k, val in labels_mod.static_labels(matrix, v).items()]
-    pairs += [(k, f'"{val}"') for k, val in labels_mod.DYNAMIC_LABELS.items()]
+    pairs += [(k, f'"{val}"') for k, val in labels_mod.dynamic_labels(v).items()]
     return " \\\n      ".join(f"{k}={val}" for k, val in pairs)
 
 

@@ -58,10 +58,17 @@ def to_record(v: Variant, parsed: dict) -> dict:
     nothing that changes from run to run (time, paths), so a re-record of the same image
     is the same file."""
     frameworks = parsed.get("frameworks") or {}
-    if len(frameworks) != 1:
+    name = v.backend
+    if name not in frameworks:
         found = ", ".join(frameworks) or "none"
-        raise KerasenvError(f"{v.image_ref}: expected one framework with GPU libraries, found {found}")
-    (name, framework), = frameworks.items()
+        raise KerasenvError(f"{v.image_ref}: expected the {name} framework's GPU libraries, found {found}")
+    # Beside JAX or PyTorch is tensorflow-cpu ([keras_tools] in the matrix: tf.data, TensorBoard),
+    # which must carry no GPU code: a CUDA TensorFlow there would compete for the GPU.
+    others = sorted(n for n, f in frameworks.items() if n != name and (f["sass"] or f["ptx"]))
+    if others:
+        raise KerasenvError(f"{v.image_ref}: {', '.join(others)} beside {name} carries GPU code: "
+                            "only the backend's framework may (the others are CPU builds)")
+    framework = frameworks[name]
     if not framework["sass"] and not framework["ptx"]:
         raise KerasenvError(f"{v.image_ref}: {name} carries no GPU code (a CPU build?)")
     return {

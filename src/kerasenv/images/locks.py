@@ -55,6 +55,8 @@ def inputs(v: Variant) -> list[str]:
     # 'pkg_resources'" (tensorflow/tensorboard#7003, #7107; fixed in TensorBoard 2.21).
     if tuple(int(p) for p in v.tensorflow.split(".")[:2]) < (2, 21):
         reqs.append("setuptools<82")
+    # Keras's tools beyond fit(): grain, pydot, the ONNX exporter ([keras_tools], keras_tools.py).
+    reqs += keras_tools_inputs(v)
     # The nvidia wheels are named one by one rather than through `tensorflow[and-cuda]`:
     # exact pins for 2.20+ (whose extra has only ranges), and no TensorRT (2.14's extra).
     return reqs + cuda_inputs(v)
@@ -89,14 +91,18 @@ def parse(text: str) -> dict[str, Pin]:
     return pins
 
 
+def keras_tools_inputs(v: Variant) -> list[str]:
+    return v.keras_tools.requirements(v) if v.keras_tools else []
+
+
 def cuda_inputs(v: Variant) -> list[str]:
     return [f"{name}=={version}" for name, version in sorted(v.cuda_wheels().items())]
 
 
 def backend_inputs(v: Variant) -> list[str]:
-    """JAX or PyTorch, Keras, and TensorBoard: Keras' TensorBoard callback and the smoke's
-    logs write through `tensorboard`'s own summary writer on these backends (no TensorFlow
-    in the image), and XProf reads the JAX profiler's XSpace files."""
+    """JAX or PyTorch, Keras, and TensorBoard (which Keras' TensorBoard callback writes through
+    tensorflow-cpu's tf.summary, and GpuMonitor through `tensorboard`'s own writer), and XProf,
+    which reads the JAX profiler's XSpace files."""
     release = v.backend_release
     assert release is not None
     framework = release.gpu_requirement if v.family == "cuda" else release.cpu_requirement
@@ -104,6 +110,9 @@ def backend_inputs(v: Variant) -> list[str]:
     reqs = [framework, f"keras=={v.keras}", "tensorboard"]
     if v.profile_plugin and v.backend == "jax":
         reqs.append(f"tensorboard-plugin-profile=={v.profile_plugin}")
+    # tensorflow-cpu (tf.data utilities, Keras' TensorBoard callback), grain, pydot, the ONNX
+    # exporter: [keras_tools] in the matrix, keras_tools.py says which backend gets what.
+    reqs += keras_tools_inputs(v)
     extras = [f"{name}=={version}" for name, version in sorted(v.extra_cuda_wheels().items())]
     return reqs + cuda_inputs(v) + extras
 
@@ -246,7 +255,8 @@ def check_variant(v: Variant, folder: Path) -> list[tuple[Path, str]]:
             if not pin.hashes:
                 problems.append((path, f"{pin.name} has no --hash"))
     main = parsed.get(MAIN_LOCK, {})
-    for name, version in ((v.framework_package, v.framework_version), ("keras", v.keras)):
+    tools = [tuple(req.split("==")) for req in keras_tools_inputs(v)]
+    for name, version in ((v.framework_package, v.framework_version), ("keras", v.keras), *tools):
         got = main.get(normalize(name))
         if main and (got is None or got.version != version):
             problems.append((folder / MAIN_LOCK, f"{name} is {got.version if got else 'absent'}, "

@@ -33,14 +33,18 @@ def _cmd_list(args, matrix: Matrix) -> int:
         rows = []
         for v in matrix.variants:
             row = {k: val for k, val in vars(v).items()
-                   if val is not None and k not in ("gpu_evidence", "recorded_kernels")}
+                   if val is not None and k not in ("gpu_evidence", "recorded_kernels", "keras_tools")}
             row.update(image=v.image_ref, framework=v.framework_package, framework_version=v.framework_version,
                        min_driver=v.min_driver, min_driver_ptx_jit=v.min_driver_ptx,
                        cuda_wheels_driver=v.min_driver_toolkit,
                        cuda_compute_capabilities=list(v.compute_capabilities),
                        kernels_sass=list(v.kernel_targets.sass) if v.kernel_targets else None,
                        kernels_ptx=list(v.kernel_targets.ptx) if v.kernel_targets else None,
-                       cuda_stack_provenance=vars(v.provenance) if v.provenance else None)
+                       cuda_stack_provenance=vars(v.provenance) if v.provenance else None,
+                       # [keras_tools]: what the lock adds, and each of Keras's tools the image lacks, with why
+                       keras_tools={"requirements": v.keras_tools.requirements(v),
+                                    "not_offered": {k: why for k, why in v.keras_tools.offers(v).items() if why}}
+                       if v.keras_tools else None)
             rows.append({k: val for k, val in row.items() if val not in (None, [])})
         print(json.dumps(rows, indent=2))
     else:

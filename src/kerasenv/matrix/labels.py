@@ -31,6 +31,7 @@ def static_labels(matrix: Matrix, v: Variant) -> dict[str, str]:
         f"{NS}.python": v.python,
     }
     if v.family == "cuda":
+        windows = v.driver_floors("windows")
         labels.update({
             f"{NS}.cuda": v.cuda or "",
             f"{NS}.cudnn": v.cudnn or "",
@@ -38,6 +39,9 @@ def static_labels(matrix: Matrix, v: Variant) -> dict[str, str]:
             f"{NS}.min-driver": v.min_driver or "",
             f"{NS}.min-driver-ptx-jit": v.min_driver_ptx or "",
             f"{NS}.cuda-wheels-driver": v.min_driver_toolkit or "",
+            # The same floors for the Windows driver a WSL2 host runs (NVIDIA's Windows column).
+            f"{NS}.min-driver-windows": windows.load if windows else "",
+            f"{NS}.min-driver-ptx-jit-windows": windows.ptx_jit if windows else "",
             # What TensorFlow itself was built with (tf.sysconfig.get_build_info()): the
             # image's wheels (io.kerasenv.cuda) differ from it under a GPU-verified override.
             f"{NS}.{v.backend}-built-with-cuda": v.built_with_stack.cuda if v.built_with_stack else "",
@@ -69,6 +73,13 @@ DYNAMIC_LABELS = {
     f"{OCI}.revision": "${KERASENV_REVISION}",
     f"{OCI}.created": "${KERASENV_CREATED}",
 }
+# The Debian-based variants' too: the archive state whose updates the base stage applied
+# (security/debian.py; AMD's image is AMD's to update).
+DEBIAN_DYNAMIC_LABELS = {f"{NS}.debian-updates": "${DEBIAN_UPDATES}"}
+
+
+def dynamic_labels(v: Variant) -> dict[str, str]:
+    return {**DYNAMIC_LABELS, **(DEBIAN_DYNAMIC_LABELS if v.family != "rocm" else {})}
 
 
 def describe(v: Variant) -> str:

@@ -1,4 +1,4 @@
-"""Minimum NVIDIA Linux driver for a CUDA userspace, from NVIDIA's own table.
+"""Minimum NVIDIA driver for a CUDA userspace, Linux and Windows (WSL2), from NVIDIA's own table.
 
 Two floors per CUDA variant:
 
@@ -17,6 +17,13 @@ Sources:
 - https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html
 - The per-TF floors are DERIVED from both (shared/reference/compatibility.md §3b):
   they are not stated per TensorFlow release by TensorFlow or NVIDIA.
+
+Windows (WSL2): the same Table 3 has a Windows x86_64 column, and under WSL2 the driver is
+the Windows one (nvidia-smi's "Driver Version" prints its number), so the floors of a WSL2
+host are derived from that column the same way (compatibility.md, "WSL2"). From CUDA 13.1 the
+toolkit no longer bundles the Windows driver and the column says N/A; CUDA 13 on Windows
+needs the R580 branch, whose first Windows release, 580.88, is reported by third parties and
+not on an NVIDIA page: it is marked so where it is shown.
 """
 
 from __future__ import annotations
@@ -54,12 +61,48 @@ TOOLKIT_DRIVER: Mapping[str, str] = MappingProxyType({
     "13.1": "590.44.01",
 })
 
+# Table 3, Windows x86_64 column, for the same releases (none where NVIDIA gives N/A).
+TOOLKIT_DRIVER_WINDOWS: Mapping[str, str] = MappingProxyType({
+    "11.8 GA": "520.06",
+    "12.0 GA": "527.41",
+    "12.0 Update 1": "528.33",
+    "12.1 GA": "531.14",
+    "12.1 Update 1": "531.14",
+    "12.2 GA": "536.25",
+    "12.2 Update 1": "536.67",
+    "12.2 Update 2": "537.13",
+    "12.3 GA": "545.84",
+    "12.3 Update 1": "546.12",
+    "12.4 GA": "551.61",
+    "12.4 Update 1": "551.78",
+    "12.5 GA": "555.85",
+    "12.5 Update 1": "555.85",
+    "12.6 GA": "560.76",
+    "12.6 Update 1": "560.94",
+    "12.6 Update 2": "560.94",
+    "12.6 Update 3": "561.17",
+    "12.8 GA": "570.65",
+    "12.8 Update 1": "572.61",
+    "12.9 GA": "576.02",
+    "12.9 Update 1": "576.57",
+})
+
 # Minor-version compatibility: the lowest driver any toolkit of a CUDA major runs on.
 MINOR_VERSION_COMPAT_FLOOR: Mapping[int, str] = MappingProxyType({
     11: "450.80.02",
     12: "525.60.13",
     13: "580.65.06",
 })
+# The same on Windows: 452.39 (11.x) and 528.33 (12.x, NVIDIA's minor-version-compatibility
+# page; TF's pip page says ">= 528.33 for WSL"); 13.x: R580, first Windows release 580.88
+# (REPORTED, see the module docstring).
+MINOR_VERSION_COMPAT_FLOOR_WINDOWS: Mapping[int, str] = MappingProxyType({
+    11: "452.39",
+    12: "528.33",
+    13: "580.88",
+})
+REPORTED_ONLY_WINDOWS = frozenset({"580.88"})  # numbers no NVIDIA page confirms
+OSES = ("linux", "windows")
 
 
 def driver_tuple(version: str) -> tuple[int, ...]:
@@ -70,18 +113,26 @@ def driver_tuple(version: str) -> tuple[int, ...]:
         raise ValueError(f"not an NVIDIA driver version: {version!r}") from None
 
 
-def load_floor(cuda: str) -> str:
-    """Lowest driver on which a CUDA X.Y userspace loads at all."""
+def load_floor(cuda: str, os: str = "linux") -> str:
+    """Lowest driver on which a CUDA X.Y userspace loads at all (on Linux, or under WSL2 the
+    Windows driver)."""
     major = int(cuda.split(".")[0])
+    table = MINOR_VERSION_COMPAT_FLOOR_WINDOWS if os == "windows" else MINOR_VERSION_COMPAT_FLOOR
     try:
-        return MINOR_VERSION_COMPAT_FLOOR[major]
+        return table[major]
     except KeyError:
         raise ValueError(f"no minor-version-compatibility floor known for CUDA {cuda}") from None
 
 
-def ptx_jit_floor(toolkit_release: str) -> str:
+def toolkit_driver(toolkit_release: str, os: str = "linux") -> str | None:
+    """The driver a toolkit release bundles (Table 3), None where NVIDIA's column says N/A or
+    the release is not in it (Windows from CUDA 13)."""
+    return (TOOLKIT_DRIVER_WINDOWS if os == "windows" else TOOLKIT_DRIVER).get(toolkit_release)
+
+
+def ptx_jit_floor(toolkit_release: str, os: str = "linux") -> str:
     """Driver that can JIT PTX produced by the given toolkit release."""
-    try:
-        return TOOLKIT_DRIVER[toolkit_release]
-    except KeyError:
-        raise ValueError(f"CUDA toolkit release {toolkit_release!r} is not in NVIDIA's table") from None
+    found = toolkit_driver(toolkit_release, os)
+    if found is None:
+        raise ValueError(f"CUDA toolkit release {toolkit_release!r} is not in NVIDIA's table ({os})")
+    return found

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import backend_releases
+from . import keras_tools as keras_tools_mod
 from . import kernel_targets as kernel_targets_record
 from . import nvidia_drivers
 from . import tested_builds
@@ -57,6 +58,21 @@ class GpuEvidence:
 
 
 @dataclass(frozen=True)
+class DriverFloors:
+    """A CUDA variant's driver floors on one OS (Variant.driver_floors)."""
+
+    os: str  # linux | windows
+    load: str
+    ptx_jit: str
+    toolkit: str
+
+    @property
+    def full(self) -> str:
+        """The driver that runs everything the image does: the highest of the three."""
+        return max(self.load, self.ptx_jit, self.toolkit, key=nvidia_drivers.driver_tuple)
+
+
+@dataclass(frozen=True)
 class Variant:
     id: str
     family: str
@@ -74,6 +90,9 @@ class Variant:
     # tensorboard-plugin-profile (XProf) release locked into the image, from [profiler]
     # (None: no profiler in the image; always None for ROCm, whose Python is AMD's)
     profile_plugin: str | None = None
+    # [keras_tools]: tensorflow-cpu beside JAX/PyTorch, grain, pydot, the ONNX exporter; which
+    # of them this variant gets is keras_tools.KerasTools.requirements (None: no such table)
+    keras_tools: keras_tools_mod.KerasTools | None = None
     # The Keras backend the image trains on (KERAS_BACKEND in the image), and the release of
     # that framework: the matrix field named after the backend (tensorflow, jax or torch).
     backend: str = "tensorflow"
@@ -166,32 +185,48 @@ class Variant:
             gpu="TensorFlow's release CI (GPU model not published)", date=TF_TESTED_TABLE_DATE,
             ran=f"TensorFlow {self.tensorflow} tested build configuration CUDA {self.cuda} / cuDNN {self.cudnn}")
 
+    def driver_floors(self, os: str = "linux") -> "DriverFloors | None":
+        """The three driver floors on `os` ("linux", or "windows": the Windows driver a WSL2
+        host runs), each derived from NVIDIA's Table 3 column for that OS the same way.
+
+        - load: the lowest driver the CUDA runtime loads on (minor-version compatibility);
+        - ptx_jit: the lowest that can JIT the framework's own PTX (GPUs without native
+          kernels): the PTX in TF's kernels and the PTX XLA emits both follow the CUDA TF was
+          built with (XLA takes its PTX version from the build-time CUDA_VERSION,
+          openxla/xla#47776), which is the tested stack's toolkit even when the image carries
+          newer wheels. JAX: the CUDA its wheels were built with. PyTorch's wheels carry no
+          PTX: the floor is then the driver that loads the CUDA at all;
+        - toolkit: the driver of the image's own CUDA wheels. Below it (down to load) the
+          image runs under CUDA minor-version compatibility: NVIDIA's limited feature set.
+        Where NVIDIA's column has no number (Windows from CUDA 13) a floor falls back to the
+        one below it."""
+        if not self.cuda:
+            return None
+        load = nvidia_drivers.load_floor(self.cuda, os)
+        built = self.built_with_stack
+        ptx = load if self.backend == "torch" or built is None else \
+            (nvidia_drivers.toolkit_driver(built.toolkit_release, os) or load)
+        stack = self.cuda_stack
+        toolkit = (nvidia_drivers.toolkit_driver(stack.toolkit_release, os) if stack else None) or load
+        return DriverFloors(os=os, load=load, ptx_jit=ptx, toolkit=toolkit)
+
     @property
     def min_driver(self) -> str | None:
-        """Lowest driver the CUDA runtime loads on (minor-version compatibility)."""
-        return nvidia_drivers.load_floor(self.cuda) if self.cuda else None
+        """Lowest Linux driver the CUDA runtime loads on (minor-version compatibility)."""
+        floors = self.driver_floors()
+        return floors.load if floors else None
 
     @property
     def min_driver_ptx(self) -> str | None:
-        """Lowest driver that can JIT the framework's own PTX (GPUs without native kernels):
-        the PTX in TF's kernels and the PTX XLA emits both follow the CUDA TF was built with
-        (XLA takes its PTX version from the build-time CUDA_VERSION, openxla/xla#47776),
-        which is the tested stack's toolkit even when the image carries newer wheels. JAX:
-        the CUDA its wheels were built with. PyTorch's wheels carry no PTX: the floor is
-        then the driver that loads the CUDA at all."""
-        if self.backend == "torch":
-            return self.min_driver
-        stack = self.built_with_stack
-        return nvidia_drivers.ptx_jit_floor(stack.toolkit_release) if stack else None
+        """Lowest Linux driver that can JIT the framework's own PTX (driver_floors says why)."""
+        floors = self.driver_floors()
+        return floors.ptx_jit if floors else None
 
     @property
     def min_driver_toolkit(self) -> str | None:
-        """The driver of the image's own CUDA wheels. Below it (down to min_driver) the
-        image runs under CUDA minor-version compatibility: NVIDIA's limited feature set."""
-        stack = self.cuda_stack
-        if stack is None:
-            return None
-        return nvidia_drivers.TOOLKIT_DRIVER.get(stack.toolkit_release, self.min_driver)
+        """The Linux driver of the image's own CUDA wheels (driver_floors)."""
+        floors = self.driver_floors()
+        return floors.toolkit if floors else None
 
     @property
     def compute_capabilities(self) -> tuple[str, ...]:
@@ -369,6 +404,9 @@ def parse(raw: Mapping[str, Any], path: Path) -> Matrix:
     plugin = _parse_profiler(raw, fail)
     if plugin:
         variants = [dataclasses.replace(v, profile_plugin=plugin) if v.family != "rocm" else v for v in variants]
+    tools = keras_tools_mod.parse(raw, variants, fail)
+    if tools:
+        variants = [dataclasses.replace(v, keras_tools=tools) if tools.applies(v) else v for v in variants]
     variants = [dataclasses.replace(v, recorded_kernels=kernel_targets_record.load(path.parent, v.id))
                 if v.family == "cuda" else v for v in variants]
     return Matrix(path=path, variants=tuple(variants), project=project, jupyter=_parse_jupyter(raw, fail),

@@ -18,6 +18,7 @@ def _row(matrix: Matrix, v: Variant) -> list[str]:
             driver = f"{v.min_driver} (no PTX to JIT)"
         if v.min_driver_toolkit != v.min_driver_ptx:
             driver += f"; CUDA {v.cuda} wheels' own driver: {v.min_driver_toolkit}"
+        driver += f"; Windows (WSL2): {windows_cell(v)}"
         stack = f"CUDA {v.cuda}, cuDNN {v.cudnn}, NCCL {v.nccl}; {_provenance(v)}"
     elif v.family == "rocm":
         driver, stack = "amdgpu (ROCm host driver)", f"ROCm {v.rocm}"
@@ -25,6 +26,15 @@ def _row(matrix: Matrix, v: Variant) -> list[str]:
         driver, stack = "none", "CPU only"
     return [f"`{v.id}`{default}", v.framework_label, keras, v.python, stack, driver, kernels_cell(v), checked_here(v),
             v.notes]
+
+
+def windows_cell(v: Variant) -> str:
+    """The Windows driver floors (a WSL2 host's driver is Windows's)."""
+    from .nvidia_drivers import REPORTED_ONLY_WINDOWS
+
+    w = v.driver_floors("windows")
+    text = w.load if w.ptx_jit == w.load or v.backend == "torch" else f"{w.load} (PTX JIT: {w.ptx_jit})"
+    return text + (" (reported, not on an NVIDIA page)" if w.load in REPORTED_ONLY_WINDOWS else "")
 
 
 def kernels_cell(v: Variant) -> str:

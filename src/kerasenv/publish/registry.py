@@ -275,12 +275,12 @@ def push(client, matrix: Matrix, v: Variant, registry: str, compression: str = c
     from docker.errors import ImageNotFound
 
     policy = RetryPolicy.from_env()
-    pairs = compression_mod.tags_for(tags_mod.tags(matrix, v), compression)
     compression_mod.preflight(compression)
     try:
         image = client.images.get(v.image_ref)
     except ImageNotFound:
         raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}` first") from None
+    pairs = compression_mod.tags_for(tags_mod.tags(matrix, v, image.labels), compression)
     repo = tags_mod.repository(registry)
     transfers = []
     gzip_tags = [t for t, c in pairs if c == compression_mod.GZIP]

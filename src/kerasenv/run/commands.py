@@ -18,9 +18,11 @@ from . import multiworker
 from . import runner
 from . import session
 from ..engine import docker_client
+from ..engine import gpu_request
 from ..matrix.schema import Matrix
 
-GPUS_HELP = "all | N | device=0,1 | none; auto: all when the host can give GPUs"
+GPUS_HELP = ("all | N | device=0,1 | GPU-<uuid> | MIG-<uuid> | 0:1 (MIG device 1 of GPU 0) | none; "
+             "auto: all when the host can give GPUs")
 
 
 def register(subparsers, upstream: session.Upstream) -> None:
@@ -86,6 +88,8 @@ def register(subparsers, upstream: session.Upstream) -> None:
     s.add_argument("--run-id", help="name of runs/<run-id> (the chief's report; worker-<i>/ for the others)")
     _add_user(s, "the containers")
     s.add_argument("--timeout", type=float, default=3600, help="give up after this many seconds")
+    s.add_argument("--gpus", default="none", help="none (the CPU, default), or one GPU or MIG slice per worker: "
+                                                  "device=0,1 / device=0:0,0:1 / MIG-<uuid>,MIG-<uuid>")
     s.add_argument("--json", action="store_true", help="print the chief's report on stdout")
     s.set_defaults(handler=functools.partial(_cmd_multiworker, upstream=upstream))
 
@@ -147,9 +151,13 @@ def _cmd_lab(args, matrix: Matrix, *, upstream: session.Upstream) -> int:
 
 def _cmd_multiworker(args, matrix: Matrix, *, upstream: session.Upstream) -> int:
     v = upstream.chooser.named(matrix, args.id)
+    spec = gpu_request.parse(args.gpus)
+    specs = gpu_request.per_worker(spec, args.workers) if args.workers >= 2 else []  # < 2: multiworker says so
     run_id = args.run_id or runner.new_run_id("mw-")
-    code = multiworker.run(docker_client.client(), v, workers=args.workers, runs_dir=args.runs_dir, run_id=run_id,
-                           smoke_args=list(args.cmd), user=args.user, timeout=args.timeout)
+    client = docker_client.client()
+    gpus = [upstream.gpus.resolve(client, v, s, say=session.say) for s in specs] if spec.kind != "none" else None
+    code = multiworker.run(client, v, workers=args.workers, runs_dir=args.runs_dir, run_id=run_id,
+                           smoke_args=list(args.cmd), user=args.user, timeout=args.timeout, gpus=gpus)
     report = runner.report_path(args.runs_dir, run_id)
     if args.json and report.exists():
         sys.stdout.write(report.read_text())

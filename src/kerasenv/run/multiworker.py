@@ -46,7 +46,9 @@ def describe(failure: WorkerFailure) -> str:
 
 def run(client, v: Variant, *, workers: int, runs_dir: Path, run_id: str, smoke_args: list[str],
         user: str | None = None, shm_size: str = DEFAULT_SHM, timeout: float = 3600.0,
-        stream=sys.stderr) -> int:
+        gpus: list | None = None, stream=sys.stderr) -> int:
+    """`gpus`: one resolved GPU access per worker (gpu_request.per_worker, then the host's
+    resolver: a GPU or MIG slice each), or None for the CPU."""
     from docker.errors import APIError, ImageNotFound
 
     if workers < 2:
@@ -74,7 +76,8 @@ def run(client, v: Variant, *, workers: int, runs_dir: Path, run_id: str, smoke_
                 v.image_ref, smoke_command(v, run_id, smoke_args),
                 name=host, hostname=host, network=network.name, init=True, shm_size=shm_size, user=user,
                 environment={"TF_CONFIG": tf_config(hosts, index), "TF_CPP_MIN_LOG_LEVEL": "2"},
-                volumes={str(runs): {"bind": RUNS_IN_CONTAINER, "mode": "rw"}}, labels=labels)
+                volumes={str(runs): {"bind": RUNS_IN_CONTAINER, "mode": "rw"}}, labels=labels,
+                **(dict(gpus[index].kwargs) if gpus else {}))
             containers.append(container)
         for container in containers:
             container.start()

@@ -70,15 +70,17 @@ def parse_memory(value: str) -> str:
 
 
 def check_options(*, gpus: str, shm_size: str, memory: str | None, runs_dir: Path | None,
-                  user: str | None) -> None:
+                  user: str | None) -> gpu_request.GpuSpec | str:
     """Reject what Docker would, and make the runs directory, before Docker is asked
-    anything (`--gpus auto` is decided later, by docker_gpus.request_for)."""
-    gpu_request.parse(None if gpus == "auto" else gpus)
+    anything. The `--gpus` value parsed (the one parse: it is resolved for this engine later,
+    by the host's GPU resolver), or "auto", which is decided then too."""
+    spec = "auto" if gpus == "auto" else gpu_request.parse(gpus)
     parse_shm(shm_size)
     if memory:
         parse_memory(memory)
     if runs_dir is not None:
         prepare_runs_dir(runs_dir, user or default_user())
+    return spec
 
 
 def parse_env(items: list[str]) -> dict[str, str]:
@@ -197,24 +199,27 @@ def container_volumes(client, v: Variant, *, runs_dir: Path | None, user: str, p
     return binds
 
 
-def gpu_and_groups(gpus: str | None, family: str, amd=None) -> dict:
-    """The container's GPU arguments (gpu_request: for ROCm the device nodes, the host's GIDs
+def gpu_and_groups(gpus: gpu_request.GpuAccess | None) -> dict:
+    """The container's GPU arguments, as resolved for this engine (gpu_request.resolve: a
+    DeviceRequest for the runtime hook or for CDI; for ROCm the device nodes, the host's GIDs
     that own them and seccomp unconfined) and its supplementary groups: those, then group 0,
     which may write the venv (see the Dockerfile's builder stage), so `pip install` works
     for any UID, as OpenShift runs images. Every container runner.run starts gets exactly
-    these (run, smoke, shell, lab, bench); `amd`: recorded AMD facts instead of this host's."""
-    gpu_kwargs = gpu_request.run_kwargs(gpus, family, amd)
+    these (run, smoke, shell, lab, bench, doctor --container)."""
+    gpu_kwargs = dict(gpus.kwargs) if gpus is not None else {}
     return {**gpu_kwargs, "group_add": [*gpu_kwargs.get("group_add", []), "0"]}
 
 
-def run(client, v: Variant, command: list[str] | None, *, gpus: str | None, shm_size: str = DEFAULT_SHM,
+def run(client, v: Variant, command: list[str] | None, *, gpus: gpu_request.GpuAccess | None,
+        shm_size: str = DEFAULT_SHM,
         runs_dir: Path | None, user: str | None, env: dict[str, str] | None = None,
         network: str | None = None, memory: str | None = None, kind: str = "run",
         extra_volumes: dict | None = None, timeout: float | None = None, missing_hint: str = "",
         project: Path | None = None, volumes: list[str] | tuple[str, ...] = (), interactive: bool = False,
         ports: dict | None = None, image: str | None = None, detach: bool = False, on_started=None,
         stream=sys.stderr, stdout=None) -> RunResult:
-    """`timeout`: seconds to wait for the container before RunTimeout (it is then removed).
+    """`gpus`: the GPU access resolved for this engine (None: no GPU).
+    `timeout`: seconds to wait for the container before RunTimeout (it is then removed).
     `project`: mounted at /workspace; `volumes`: `-v` specs; `interactive`: TTY attached;
     `image`: another image of the variant (its JupyterLab flavour); `on_started(container)`
     is called once it runs; `detach`: return then, leaving it running (`make clean` removes it)."""
@@ -233,7 +238,7 @@ def run(client, v: Variant, command: list[str] | None, *, gpus: str | None, shm_
         image=image, command=command, name=name, detach=True, init=True,
         shm_size=parse_shm(shm_size), user=user, environment=env or {}, volumes=binds,
         labels=docker_client.container_labels(kind, **{"io.kerasenv.variant": v.id}),
-        **gpu_and_groups(gpus, v.family),
+        **gpu_and_groups(gpus),
     )
     if interactive:
         # No TTY to give when stdin is a pipe. detach=False is what makes the SDK set the
@@ -334,14 +339,14 @@ def _remove(container) -> None:
               "`make clean` removes it", file=sys.stderr)
 
 
-def _explain_start_error(exc, gpus: str | None) -> KerasenvError:
+def _explain_start_error(exc, gpus: gpu_request.GpuAccess | None) -> KerasenvError:
     text = str(getattr(exc, "explanation", None) or exc)
-    if "could not select device driver" in text or "nvidia-container-cli" in text or "unknown runtime" in text:
-        return NoGpuRuntime(
-            f"Docker cannot give GPUs to containers here (--gpus {gpus}): the NVIDIA Container Toolkit "
-            "is not installed or not configured for Docker; install it, run "
-            "`sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker`, "
-            "then `kerasenv doctor`")
+    gpu_failure = gpu_request.explain_start_error(text, gpus) if gpus is not None and gpus.wants_gpu else None
+    if gpu_failure:
+        return NoGpuRuntime(gpu_failure)
+    if "container-init binary not found" in text:  # Podman: every kerasenv container runs with --init
+        return KerasenvError("Podman has no init binary (catatonit) for the container's init process: install it "
+                             "(`sudo apt-get install catatonit`, `sudo dnf install catatonit`)")
     if "error gathering device information" in text or "no such file or directory" in text and "/dev/" in text:
         return NoGpuRuntime(f"the GPU device nodes are missing on this host ({text.splitlines()[0][:160]}): "
                             "check the host driver with `kerasenv doctor`")

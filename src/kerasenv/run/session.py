@@ -9,8 +9,9 @@ container's end means: OOM-killed is exit 5 naming the limit, SIGKILL (137) says
 resume, and the smoke training's report is named.
 
 run/ sits below host/ and images/ in the layering, yet `auto` is doctor's pick
-(host/variant_choice) and --build-missing builds (images/build): the caller, cli.py, hands
-both in as an `Upstream`, so nothing here imports upwards and tests can hand in fakes.
+(host/variant_choice), --build-missing builds (images/build) and --gpus is resolved for this
+host and engine with what the doctor knows (host/gpu_choice): the caller, cli.py, hands all
+three in as an `Upstream`, so nothing here imports upwards and tests can hand in fakes.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from . import lab
 from . import mounts
 from . import runner
 from ..engine import docker_client
-from ..engine import docker_gpus
+from ..engine import gpu_request
 from ..errors import EXIT_OOM, UsageError
 from ..matrix.schema import Matrix, Variant
 
@@ -48,12 +49,19 @@ class ImageBuilder(Protocol):
     def default_ca_cert(self, explicit: str | None) -> str | None: ...
 
 
+class GpuResolver(Protocol):
+    """Turns --gpus (a parsed spec, or auto) into what this engine takes (host/gpu_choice)."""
+
+    def resolve(self, client, v: Variant, spec, say=...) -> gpu_request.GpuAccess: ...
+
+
 @dataclass(frozen=True)
 class Upstream:
     """What a session needs from the layers above run/, handed in by cli.py."""
 
     chooser: VariantChooser
     builder: ImageBuilder
+    gpus: GpuResolver
 
 
 @dataclass(frozen=True)
@@ -102,15 +110,18 @@ def run_workload(matrix: Matrix, upstream: Upstream, request: Request) -> int:
     """Run `request` in its variant's container; the container's exit code, or EXIT_OOM."""
     r = request
     v = _named(matrix, upstream.chooser, r.variant_id)
-    runner.check_options(gpus=r.gpus, shm_size=r.shm_size, memory=r.memory, runs_dir=r.runs_dir, user=r.user)
+    spec = runner.check_options(gpus=r.gpus, shm_size=r.shm_size, memory=r.memory, runs_dir=r.runs_dir,
+                                user=r.user)
     mounts.plan(project=r.project, runs_dir=None, volumes=r.volumes, cwd=Path.cwd())
     client = docker_client.client()
     if v is None:
         v, reason = upstream.chooser.recommended(matrix, client)
         say(f"kerasenv: using {v.id} ({reason})")
+    # Resolved before the image is built or looked for: a request this engine would drop is
+    # refused at once.
+    gpus = upstream.gpus.resolve(client, v, spec, say=say)
     if r.build_missing and not client.images.list(name=v.image_ref):
         upstream.builder.build(client, matrix, v, ca_cert=upstream.builder.default_ca_cert(None))
-    gpus = docker_gpus.request_for(client, v, r.gpus, say=say)
     env = runner.parse_env(r.env)
     cmd, run_id = runner.workload(v, r.command, smoke=r.smoke, run_id=r.run_id, flags=r.flags)
     result = runner.run(client, v, cmd, gpus=gpus, shm_size=r.shm_size, runs_dir=r.runs_dir, user=r.user, env=env,
@@ -158,7 +169,7 @@ def run_lab(matrix: Matrix, upstream: Upstream, request: LabRequest) -> int:
     if v is not None and v not in matrix.with_jupyter():
         raise UsageError(f"{v.id} has no JupyterLab flavour; those that do: "
                          f"{', '.join(x.id for x in matrix.with_jupyter())}")
-    runner.check_options(gpus=r.gpus, shm_size=r.shm_size, memory=None, runs_dir=None, user=r.user)
+    spec = runner.check_options(gpus=r.gpus, shm_size=r.shm_size, memory=None, runs_dir=None, user=r.user)
     mounts.plan(project=r.project, runs_dir=None, volumes=r.volumes, cwd=Path.cwd())
     lab.check_port(r.port)
     client = docker_client.client()
@@ -167,12 +178,12 @@ def run_lab(matrix: Matrix, upstream: Upstream, request: LabRequest) -> int:
         if v not in matrix.with_jupyter():  # ROCm: AMD's image, no flavour built on it
             v, reason = matrix.get(matrix.default_cpu), f"{v.id} has no JupyterLab flavour; the CPU image's instead"
         say(f"kerasenv: using {v.id} ({reason})")
+    gpus = upstream.gpus.resolve(client, v, spec, say=say)
     if r.build_missing and not client.images.list(name=v.jupyter_ref):
         ca_cert = upstream.builder.default_ca_cert(None)
         if not client.images.list(name=v.image_ref):
             upstream.builder.build(client, matrix, v, ca_cert=ca_cert)
         upstream.builder.build(client, matrix, v, jupyter=True, ca_cert=ca_cert)
-    gpus = docker_gpus.request_for(client, v, r.gpus, say=say)
     token = lab.new_token()
     result = runner.run(client, v, None, image=v.jupyter_ref, gpus=gpus, shm_size=r.shm_size, runs_dir=None,
                         user=r.user, env={"JUPYTER_TOKEN": token}, kind="lab", project=r.project,

@@ -6,6 +6,7 @@ the recording's clock, and a recording writer in place of tf.summary."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -319,3 +320,130 @@ def test_jax_and_torch_gpu_ids_map_to_nvidia_smi_indexes():
     assert gpu_monitor.smi_indexes_of_ordinals([0, 1], {"CUDA_VISIBLE_DEVICES": "2,3"}) == [2, 3]
     assert gpu_monitor.smi_indexes_of_ordinals([0], {}) == [0]
     assert gpu_monitor.smi_indexes_of_ordinals([], {}) is None
+
+
+MIG_LIST = REPO / "tests" / "fixtures" / "nvidia-smi" / "mig-a100-80gb-list" / "list.txt"
+
+
+def mig_uuids() -> list[str]:
+    """The MIG devices' UUIDs of a recorded `nvidia-smi -L` (SOURCES.md there)."""
+    return [line.split("(UUID: ")[1].rstrip(")") for line in MIG_LIST.read_text().splitlines()
+            if line.strip().startswith("MIG ")]
+
+
+def test_indexes_are_not_mapped_through_uuids_or_mig_slices():
+    gpu_uuid = MIG_LIST.read_text().splitlines()[0].split("(UUID: ")[1].rstrip(")")
+    mig = mig_uuids()
+    assert len(mig) == 4 and gpu_uuid.startswith("GPU-")
+    for env in ({"CUDA_VISIBLE_DEVICES": mig[0]}, {"CUDA_VISIBLE_DEVICES": f"{mig[1]},{mig[2]}"},
+                {"CUDA_VISIBLE_DEVICES": gpu_uuid}, {"CUDA_VISIBLE_DEVICES": gpu_uuid[:12]},  # CUDA takes a prefix
+                {"CUDA_VISIBLE_DEVICES": f"MIG-{gpu_uuid}/3/0"},  # the pre-R470 MIG form
+                {"NVIDIA_VISIBLE_DEVICES": mig[3]}, {"NVIDIA_VISIBLE_DEVICES": "0:1"},
+                {"CUDA_VISIBLE_DEVICES": "0", "NVIDIA_VISIBLE_DEVICES": mig[0]}):
+        assert gpu_monitor.unmappable(env), env
+        assert gpu_monitor.cuda_ordinal(0, env) is None and gpu_monitor.smi_index(0, env) is None, env
+        assert gpu_monitor.smi_indexes_of_ordinals([0], env) is None, env  # every GPU
+        assert gpu_monitor.smi_indexes([SimpleNamespace(name="/physical_device:GPU:0")], env) is None, env
+    assert "MIG slice" in gpu_monitor.unmappable({"CUDA_VISIBLE_DEVICES": mig[0]})
+    assert "container a MIG slice" in gpu_monitor.unmappable({"NVIDIA_VISIBLE_DEVICES": mig[0]})
+    # whole GPUs, by index or UUID in NVIDIA_VISIBLE_DEVICES: the container renumbers both from 0
+    for env in ({}, {"NVIDIA_VISIBLE_DEVICES": "all"}, {"NVIDIA_VISIBLE_DEVICES": gpu_uuid},
+                {"NVIDIA_VISIBLE_DEVICES": "2,3"}):
+        assert gpu_monitor.unmappable(env) is None and gpu_monitor.smi_index(1, env) == 1, env
+
+
+def test_cuda_stops_at_an_invalid_entry_and_so_does_the_mapping():
+    env = {"CUDA_VISIBLE_DEVICES": "1,-1,0"}  # CUDA: only device 1 is visible
+    assert gpu_monitor.smi_index(0, env) == 1 and gpu_monitor.smi_index(1, env) is None
+    assert gpu_monitor.cuda_ordinal(0, env) is None and gpu_monitor.cuda_ordinal(1, env) == 0
+    assert gpu_monitor.smi_index(0, {"CUDA_VISIBLE_DEVICES": ""}) is None  # no GPU at all
+    assert gpu_monitor.smi_index(-1, {"CUDA_VISIBLE_DEVICES": "0"}) is None
+
+
+class ListSampler:
+    """Stands in for NvidiaSmiSampler with the rows of a loop already printed."""
+
+    def __init__(self, text, **kwargs):
+        self.text, self.kwargs, self.available, self.running, self.stderr = text, kwargs, True, True, ""
+        self.fields = kwargs.get("fields", gpu_sampler.QUERY_FIELDS)
+
+    def start(self):
+        return self
+
+    def wait_first_line(self, timeout):
+        return True
+
+    def snapshot(self):
+        return gpu_sampler.parse_output(self.text, self.fields)
+
+    def stop(self):
+        self.running = False
+        return self.snapshot()
+
+
+def test_na_utilisation_on_a_mig_gpu_is_recorded_as_missing_on_every_path(monkeypatch, tmp_path, capsys):
+    """Sampler -> epoch record -> TensorBoard scalars -> report.json -> the smoke's verdict and
+    summary: the MIG GPU's `[N/A]` never becomes a 0 anywhere; GPU 1's real 0 % stays 0."""
+    from kerasenv_image.smoke import report as smoke_report_mod
+    from kerasenv_image.smoke import training
+
+    from .test_gpu_sampler import mig_loop
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", mig_uuids()[0])
+    writer, now = Writer(), [at("2024/10/11 12:04:55")]
+    monitor = gpu_monitor.monitor_class(None)(
+        str(tmp_path), writer=writer, clock=lambda: now[0], settle_s=0, tf_memory=TfMemory([None] * 8),
+        sampler_factory=lambda **kw: ListSampler(mig_loop(), **kw))
+    monitor.on_train_begin()
+    assert monitor.sampled and monitor.mapping_note.startswith("CUDA_VISIBLE_DEVICES names a MIG slice")
+    for epoch in range(2):
+        monitor.on_epoch_begin(epoch)
+        now[0] += 2.5
+        monitor.on_epoch_end(epoch, {})
+    monitor.on_train_end()
+    assert "sampling every GPU nvidia-smi lists" in capsys.readouterr().err
+    gpus = {g["index"]: g for g in monitor.epochs[0]["gpus"]}
+    assert gpus[0]["utilization_percent"] is None and gpus[0]["memory_used_mib"] == 50
+    assert gpus[1]["utilization_percent"] == 0.0
+    assert ("gpu/0/utilization_percent", 0) not in writer.scalars and writer.scalars[("gpu/0/memory_used_mib", 0)] == 50
+    assert writer.scalars[("gpu/1/utilization_percent", 0)] == 0.0
+    section = training.gpu_monitor_report(monitor)
+    assert section["mapping_note"] == monitor.mapping_note
+    smoke_report_mod.write_report({"gpu_monitor": section}, str(tmp_path))
+    written = json.loads((tmp_path / "report.json").read_text())["gpu_monitor"]
+    assert written["epochs"][1]["gpus"][0]["utilization_percent"] is None  # null in the JSON, not 0
+    only_mig = gpu_monitor.monitor_class(None)(
+        str(tmp_path / "mig"), writer=Writer(), clock=lambda: now[0], settle_s=0, gpus=[0],
+        tf_memory=TfMemory([None] * 8), sampler_factory=lambda **kw: ListSampler(mig_loop(), **kw))
+    now[0] = at("2024/10/11 12:04:55")
+    only_mig.on_train_begin()
+    for epoch in range(2):
+        only_mig.on_epoch_begin(epoch)
+        now[0] += 2.5
+        only_mig.on_epoch_end(epoch, {})
+    verdict = training.gpu_monitor_report(only_mig)["verdict"]
+    assert verdict["status"] == "not-sampled" and verdict["busy_percent"] is None
+    assert "nvidia-smi reported utilization.gpu as N/A (a MIG instance or a vGPU does that)" in verdict["line"]
+
+
+def test_no_tensorboard_writer_keeps_the_figures_and_says_why(monkeypatch, tmp_path, capsys):
+    class NoTensorboard:
+        def scalar(self, name, value, step):
+            raise ModuleNotFoundError("No module named 'tensorboard'")
+
+    now = [at("2024/10/11 12:04:55")]
+    from .test_gpu_sampler import mig_loop
+
+    monitor = gpu_monitor.monitor_class(None)(
+        str(tmp_path), writer=NoTensorboard(), clock=lambda: now[0], settle_s=0, gpus=[1],
+        tf_memory=TfMemory([None] * 8), sampler_factory=lambda **kw: ListSampler(mig_loop(), **kw))
+    monitor.on_train_begin()
+    for epoch in range(2):
+        monitor.on_epoch_begin(epoch)
+        now[0] += 2.5
+        monitor.on_epoch_end(epoch, {})
+    monitor.on_train_end()
+    report = monitor.report()
+    assert report["scalars"] == [] and "No module named 'tensorboard'" in report["scalars_error"]
+    assert [e["gpus"][0]["memory_used_mib"] for e in report["epochs"]] == [4, 4]
+    assert capsys.readouterr().err.count("no TensorBoard writer in this Python") == 1

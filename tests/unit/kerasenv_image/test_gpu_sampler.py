@@ -189,3 +189,40 @@ def test_no_nvidia_smi_on_the_host(monkeypatch):
     assert not sampler.available
     with pytest.raises(FileNotFoundError):
         sampler.start()
+
+
+MIG_TABLE = REPO / "tests" / "fixtures" / "nvidia-smi" / "mig-a100x2-535" / "nvidia-smi.txt"
+
+
+def mig_loop() -> str:
+    """A `--query-gpu=timestamp,index,utilization.gpu,memory.used,memory.total
+    --format=csv,noheader,nounits -lms 200` loop on the MIG host of a recorded table
+    (tests/fixtures/nvidia-smi/mig-a100x2-535: GPU 0 MIG-enabled, `N/A` under GPU-Util, 50 MiB
+    used; GPU 1 MIG off, 0 %, 4 MiB). Not a capture: the rows are that table's values in the
+    csv form nvidia-smi prints, one per physical GPU with `[N/A]` for the MIG GPU's utilisation
+    (NVIDIA's MIG user guide; the bracketed csv spelling as in Syllo/nvtop#470's recorded
+    `mig.mode.current` query)."""
+    table = MIG_TABLE.read_text()
+    assert "|     50MiB / 40960MiB |     N/A      Default |" in table  # the values below are this table's
+    assert "|      4MiB / 40960MiB |      0%      Default |" in table
+    return "".join(f"2024/10/11 12:04:{56 + i // 2:02d}.{(i % 2) * 500:03d}, {i % 2}, "
+                   f"{'[N/A]' if i % 2 == 0 else '0'}, {50 if i % 2 == 0 else 4}, 40960\n" for i in range(8))
+
+
+def test_a_mig_gpus_na_utilisation_is_missing_not_zero_and_a_real_zero_stays_zero():
+    parsed = gpu_sampler.parse_output(mig_loop(), gpu_sampler.QUERY_FIELDS)
+    assert len(parsed.samples) == 8 and parsed.skipped_lines == []  # memory is kept on the N/A rows
+    mig = [s for s in parsed.samples if s.index == 0]
+    assert all(s.utilization_gpu is None and s.memory_used_mib == 50 for s in mig)
+    start, end = at("2024/10/11 12:04:55"), at("2024/10/11 12:05:00")
+    whole_mig = gpu_sampler.steady_state(parsed.samples, start, end, index=0, settle_s=0)
+    assert whole_mig["utilization_gpu_mean"] is None and whole_mig["utilization_gpu_max"] is None
+    assert whole_mig["memory_used_mib_max"] == 50 and "N/A in every sample" in whole_mig["note"]
+    other = gpu_sampler.steady_state(parsed.samples, start, end, index=1, settle_s=0)
+    assert other["utilization_gpu_mean"] == 0.0 and "note" not in other
+
+
+@pytest.mark.parametrize("text", ["[Unknown Error]", "[GPU requires reset]", "[Not Found]",
+                                  "[Insufficient Permissions]"])
+def test_every_bracketed_placeholder_is_missing(text):
+    assert gpu_sampler.parse_value(text) is None

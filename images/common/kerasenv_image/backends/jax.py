@@ -1,4 +1,5 @@
-"""The JAX backend: Keras 3 on JAX (jax + jax-cuda12-plugin), no TensorFlow in the image.
+"""The JAX backend: Keras 3 on JAX (jax + jax-cuda12-plugin); the image's tensorflow-cpu serves
+only tf.data and Keras' TensorBoard callback, never the GPU.
 
 JAX reads its memory and device-count settings once, from the environment, when it
 starts: `prepare()` sets them before the import. GPUs are `jax.devices("gpu")`; several
@@ -225,12 +226,13 @@ def jit_compile(choice: str, keras, gpus: list[dict]):
 
 
 def training_callbacks(jax, keras, tensorboard_dir: str, profile_steps) -> list:
-    """Epoch scalars through tensorboard's writer (Keras' TensorBoard callback needs
-    TensorFlow), and jax.profiler's trace over `profile_steps` into
-    <tensorboard_dir>/plugins/profile/<run>/<host>.xplane.pb."""
-    from ..tb_writer import epoch_scalars_class
+    """Epoch scalars through Keras' TensorBoard callback (tensorflow-cpu in the image; tensorboard's
+    own writer without TensorFlow), and jax.profiler's trace over `profile_steps` into
+    <tensorboard_dir>/plugins/profile/<run>/<host>.xplane.pb: not the callback's profile_batch,
+    which Keras 3.15 turns off on JAX under Python < 3.12."""
+    from ..tb_writer import epoch_scalars_callbacks
 
-    callbacks = [epoch_scalars_class(keras)(tensorboard_dir)]
+    callbacks = epoch_scalars_callbacks(keras, tensorboard_dir)
     if profile_steps:
         callbacks.append(keras3_data.step_hooks_class(keras)(
             *profile_steps, start=lambda: jax.profiler.start_trace(tensorboard_dir), stop=jax.profiler.stop_trace))

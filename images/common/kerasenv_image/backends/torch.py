@@ -1,4 +1,5 @@
-"""The PyTorch backend: Keras 3 on torch, no TensorFlow in the image.
+"""The PyTorch backend: Keras 3 on torch; the image's tensorflow-cpu serves only tf.data and
+Keras' TensorBoard callback, never the GPU.
 
 GPUs are `torch.cuda`'s; Keras' torch trainer runs on one device (Keras 3.15.1 has no
 data-parallel distribution for torch: keras.distribution is implemented for JAX only), so
@@ -146,11 +147,12 @@ def jit_compile(choice: str, keras, gpus: list[dict]):
 
 
 def training_callbacks(torch, keras, tensorboard_dir: str, profile_steps) -> list:
-    """Epoch scalars through tensorboard's writer (no TensorFlow), and torch.profiler over
-    `profile_steps`, exported as a Chrome trace beside them."""
-    from ..tb_writer import epoch_scalars_class
+    """Epoch scalars through Keras' TensorBoard callback (tensorflow-cpu in the image; tensorboard's
+    own writer without TensorFlow), and torch.profiler over `profile_steps`, exported as a Chrome
+    trace beside them (the callback's profile_batch is TensorFlow and JAX only)."""
+    from ..tb_writer import epoch_scalars_callbacks
 
-    callbacks = [epoch_scalars_class(keras)(tensorboard_dir)]
+    callbacks = epoch_scalars_callbacks(keras, tensorboard_dir)
     if profile_steps:
         holder: dict = {}
         activities = [torch.profiler.ProfilerActivity.CPU]

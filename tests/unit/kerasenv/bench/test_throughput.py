@@ -260,6 +260,23 @@ def test_the_rocm_image_is_benchmarked_on_the_cpu_only_so_it_gets_no_amd_device_
     rocm = real_matrix.get("tf2.17-rocm6.3")
     devices = bench.plan_devices(rocm, "auto", None, False)
     assert [d.gpus_request for d in devices] == ["none"]
-    assert runner.gpu_and_groups(devices[0].gpus_request, rocm.family) == {"group_add": ["0"]}
+    from kerasenv.engine import gpu_request
+
+    assert runner.gpu_and_groups(gpu_request.resolve(devices[0].gpus_request, rocm.family)) == {"group_add": ["0"]}
     with pytest.raises(UsageError, match="GPU benchmarks run in a CUDA variant"):
         bench.plan_devices(rocm, "all", None, False)
+
+
+def test_under_wsl2_one_gpu_is_benchmarked_through_all_and_several_are_refused(real_matrix):
+    """WSL2 gives a container every GPU or none (CUDA on WSL guide 5.1): no `device=N`."""
+    from kerasenv.host import nvidia_smi
+
+    v = real_matrix.get(real_matrix.default_gpu)
+    one = nvidia_smi.HostGpus(present=True, driver_version="572.70", gpus=[
+        nvidia_smi.Gpu(index=0, name="NVIDIA GeForce RTX 5090", compute_capability="12.0")])
+    gpus = [d for d in bench.plan_devices(v, "auto", one, True, all_only=True) if d.kind == "gpu"]
+    assert [(d.id, d.gpus_request) for d in gpus] == [("gpu0", "all")]
+    two = nvidia_smi.HostGpus(present=True, driver_version="572.70", gpus=one.gpus + [
+        nvidia_smi.Gpu(index=1, name="NVIDIA GeForce RTX 4090", compute_capability="8.9")])
+    with pytest.raises(UsageError, match="under WSL2 a container gets every GPU or none"):
+        bench.plan_devices(v, "auto", two, True, all_only=True)

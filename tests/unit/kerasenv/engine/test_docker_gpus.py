@@ -123,7 +123,7 @@ def test_no_with_the_daemons_own_words_and_the_static_hints():
     with engine as client:
         answer = docker_gpus.ask(client, "kerasenv:tf2.21-cuda12.9")
     assert answer.available is False
-    assert answer.detail == f"Docker refused --gpus all: {REFUSAL}"
+    assert answer.detail == f"Docker refused --gpus all through NVIDIA's runtime hook: {REFUSAL}"
     assert "no `nvidia` runtime in `docker info`" in answer.hints
     assert engine.removed(), "the probe container must be removed when start fails"
 
@@ -201,7 +201,7 @@ def test_auto_is_no_gpu_for_cuda_when_docker_refuses_and_says_why(real_matrix):
         assert docker_gpus.request_for(client, real_matrix.get(real_matrix.default_gpu), "auto",
                                        say=said.append) == "none"
     (line,) = said
-    assert line.startswith("kerasenv: running without a GPU: Docker refused --gpus all: ")
+    assert line.startswith("kerasenv: running without a GPU: Docker refused --gpus all through NVIDIA's runtime hook: ")
     assert REFUSAL in line and line.endswith("(--gpus all to insist)")
 
 

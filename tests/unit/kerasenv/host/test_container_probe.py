@@ -5,9 +5,19 @@ from __future__ import annotations
 
 import json
 
-from kerasenv.host import container_probe
-from kerasenv.engine import docker_client
+from kerasenv.host import container_probe, gpu_choice
+from kerasenv.engine import docker_client, gpu_request
 from kerasenv.errors import KerasenvError
+
+
+def _no_engine_resolver(monkeypatch):
+    """`--gpus` resolved as for Docker with the runtime hook (the engine is not asked here)."""
+    monkeypatch.setattr(gpu_choice, "Resolver",
+                        lambda client: lambda v, spec, say=None: gpu_request.resolve(spec, v.family))
+
+
+def _spec(gpus) -> str:
+    return "none" if gpus is None else str(gpus.spec)
 
 OK = {"nvidia_smi_l": "GPU 0: NVIDIA A100", "tf_gpus": ["/physical_device:GPU:0"], "failed": [], "later": {}}
 
@@ -39,9 +49,10 @@ def _probe(monkeypatch, answer):
     calls = []
 
     def probe_json(client, v, command, gpus):
-        calls.append((command[-1], gpus))
-        return answer(command, gpus)
+        calls.append((command[-1], _spec(gpus)))
+        return answer(command, _spec(gpus))
 
+    _no_engine_resolver(monkeypatch)
     monkeypatch.setattr(docker_client, "client", lambda: object())
     monkeypatch.setattr(container_probe, "probe_json", probe_json)
     return calls
@@ -98,6 +109,7 @@ def test_the_probe_is_the_images_own_module_run_by_the_images_python(monkeypatch
         commands.append(command)
         return dict(OK)
 
+    _no_engine_resolver(monkeypatch)
     monkeypatch.setattr(docker_client, "client", lambda: object())
     monkeypatch.setattr(container_probe, "probe_json", probe_json)
     v = real_matrix.get(real_matrix.default_gpu)
@@ -118,6 +130,7 @@ def test_a_jax_image_runs_its_backends_check_and_its_lines_are_named_after_jax(m
         commands.append(command)
         return dict(JAX_OK)
 
+    _no_engine_resolver(monkeypatch)
     monkeypatch.setattr(docker_client, "client", lambda: object())
     monkeypatch.setattr(container_probe, "probe_json", probe_json)
     data = container_probe.probe(v, "all")
@@ -156,3 +169,24 @@ def test_the_rocm_image_is_judged_by_its_gpu_list_alone_it_has_no_nvidia_smi(mon
     assert container_probe.probe(v, "all")["status"] == {"tf_gpus": "PASS"}
     _probe(monkeypatch, lambda command, gpus: {"nvidia_smi_l": "", "tf_gpus": []})
     assert container_probe.probe(v, "all")["status"] == {"tf_gpus": "FAIL"}
+
+
+def test_a_gpu_request_the_engine_would_drop_is_a_failed_line_and_the_library_check_still_runs(
+        monkeypatch, real_matrix):
+    """Podman 4.x behind DOCKER_HOST: resolving --gpus refuses (gpu_request), nothing runs with it."""
+    from kerasenv.engine.engine_facts import Engine
+
+    monkeypatch.setattr(gpu_choice, "Resolver", lambda client: lambda v, spec, say=None: gpu_request.resolve(
+        spec, v.family, engine=Engine("podman", "4.3.1"), host=gpu_request.HostGpus()))
+    calls = []
+
+    def probe_json(client, v, command, gpus):
+        calls.append(_spec(gpus))
+        return {"failed": [], "later": {}}
+
+    monkeypatch.setattr(docker_client, "client", lambda: object())
+    monkeypatch.setattr(container_probe, "probe_json", probe_json)
+    data = container_probe.probe(real_matrix.get(real_matrix.default_gpu), "all")
+    assert calls == ["none"]  # only the library check, without a GPU
+    assert "containers/podman#22645" in data["nvidia_smi_l"]
+    assert data["status"] == {"nvidia_smi_l": "FAIL", "tf_gpus": "FAIL", "tf_gpu_libraries": "PASS"}

@@ -25,6 +25,8 @@ TABLES = {  # scenario: (driver, CUDA, GPU count, first GPU name, first GPU MiB)
     "multi-gpu-a100x4": ("555.42.02", "12.5", 4, None, None),
     "multi-gpu-a40x10": ("550.127.05", None, 10, None, None),
     "userspace-470-driver-580": ("580.95.05", None, 1, None, None),
+    "mig-a100x2-535": ("535.129.03", "12.2", 2, "NVIDIA A100-PCIE-40GB", 40960),
+    "mig-no-slices-535": ("535.104.05", "12.2", 1, "NVIDIA A100-SXM4-80GB", 81920),
 }
 
 
@@ -84,3 +86,28 @@ def test_errors_are_classified(scenario, needle):
 ])
 def test_compute_capability_from_name(name, cc):
     assert nvidia_smi.compute_capability_from_name(name) == cc
+
+
+def test_the_tables_mig_column_and_mig_devices_section_are_read():
+    """A real MIG table (mahendrapaipuri/ceems docs): GPU 0 Enabled with 4 MIG devices, GPU 1 Disabled."""
+    host = nvidia_smi.parse_table((FIXTURES / "mig-a100x2-535" / "nvidia-smi.txt").read_text())
+    assert [g.mig_mode for g in host.gpus] == ["Enabled", "Disabled"]
+    assert [(m.gpu, m.index) for m in host.mig] == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    assert host.mig_enabled() == [0]
+    empty = nvidia_smi.parse_table((FIXTURES / "mig-no-slices-535" / "nvidia-smi.txt").read_text())
+    assert empty.mig_enabled() == [0] and empty.mig == []  # "No MIG devices found"
+    plain = nvidia_smi.parse_table((FIXTURES / "a100-535" / "nvidia-smi.txt").read_text())
+    assert plain.mig == [] and plain.mig_enabled() == [] and plain.gpus[0].mig_mode == "Disabled"
+
+
+def test_list_gives_uuids_and_the_mig_devices_under_their_gpu():
+    """`nvidia-smi -L` of an A100 with four MIG devices (MortalGPU chart README, recorded)."""
+    gpus, slices = nvidia_smi.parse_list_full((FIXTURES / "mig-a100-80gb-list" / "list.txt").read_text())
+    assert gpus == {0: ("NVIDIA A100 80GB PCIe", "GPU-4101de38-535a-4255-ac14-a63e072d7a10")}
+    assert [(m.gpu, m.index, m.profile) for m in slices] == [
+        (0, 0, "3g.40gb"), (0, 1, "2g.20gb"), (0, 2, "1g.10gb"), (0, 3, "1g.10gb")]
+    assert slices[1].uuid == "MIG-08bce7f3-bac7-4715-b56f-91541f15fe37"
+    merged = nvidia_smi.merge(nvidia_smi.HostGpus(present=True, driver_version="535.129.03"),
+                              nvidia_smi.parse_query_csv((FIXTURES / "mig-a100-80gb-list" / "query-gpu.csv").read_text()),
+                              None, (FIXTURES / "mig-a100-80gb-list" / "list.txt").read_text())
+    assert merged.gpus[0].uuid.startswith("GPU-4101") and len(merged.mig) == 4 and merged.mig_enabled() == [0]

@@ -121,7 +121,7 @@ def test_gather_reads_the_cdi_specs_and_the_amd_facts_below_the_given_root(tmp_p
     (tmp_path / "etc/cdi/amd.json").write_text('{"kind": "amd.com/gpu", "devices": []}')
     (tmp_path / "etc/cdi/nvidia.yaml").write_text("kind: nvidia.com/gpu\n")
     monkeypatch.setattr("shutil.which", lambda name: f"/usr/bin/{name}" if name == "amd-ctk" else None)
-    tools, specs = rocm_checks.device_facts(tmp_path)
+    tools, specs = amd_devices.toolkit_facts(tmp_path)
     assert tools == ["amd-ctk at /usr/bin/amd-ctk"] and specs == ["/etc/cdi/amd.json"]
 
 
@@ -147,9 +147,12 @@ def test_gather_takes_the_amd_facts_docker_version_and_images_from_the_given_roo
     (tmp_path / "dev/kfd").write_text("")
     (tmp_path / "dev/dri/renderD128").write_text("")
     (tmp_path / "sys/module/amdgpu").mkdir(parents=True)
-    monkeypatch.setattr(doctor, "probe_nvidia", lambda exe=None: nvidia_smi.HostGpus(present=False))
-    monkeypatch.setattr(docker_gpus, "ask", lambda client, image=None: docker_gpus.Answer(False, "no"))
+    from kerasenv.host import facts as facts_mod
+
+    monkeypatch.setattr(facts_mod, "probe_nvidia", lambda exe=None: nvidia_smi.HostGpus(present=False))
+    monkeypatch.setattr(docker_gpus, "ask", lambda client, image=None, **kw: docker_gpus.Answer(False, "no"))
     client = SimpleNamespace(info=lambda: {"ServerVersion": "29.3.0", "Runtimes": {"runc": {}}},
+                             version=lambda: {"Version": "29.3.0", "Components": [{"Name": "Engine"}]},
                              images=SimpleNamespace(list=lambda: [SimpleNamespace(tags=[ROCM_IMAGE])]),
                              volumes=SimpleNamespace(list=lambda filters: []))
     f = doctor.gather(lambda: client, root=str(tmp_path))

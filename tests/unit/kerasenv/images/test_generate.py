@@ -269,6 +269,30 @@ def test_runtime_up_to_the_cuda_layer_is_identical_for_variants_sharing_a_stack(
         f"{marker} /opt/cuda-parts/{n}/ /" for n in (1, 2, 3, 4)]
 
 
+def test_debian_updates_and_graphviz_are_one_base_step_shared_by_every_image(real_matrix):
+    """The base stage's one apt step applies Debian's updates of one archive state
+    (build/debian-updates.sh, keyed by the DEBIAN_UPDATES build arg) and installs Python and
+    plot_model's `dot` (Debian's graphviz), in python-base, the stage every Debian-based image
+    is built on: one layer shared by every image (Docker stores a layer per parent chain). apt's
+    lists and its package caches (*.bin, 77 MB on a debootstrapped base) leave in that step, and
+    the runtime installs no Debian package of its own."""
+    bases = set()
+    for v in real_matrix.debian_based:
+        text = dockerfile(real_matrix, v.id)
+        base = instructions(stage(text, "python-base"))
+        step = next(i for i, line in enumerate(base) if "debian-updates.sh" in line and line.startswith("RUN"))
+        assert base[step - 2] == "ARG DEBIAN_UPDATES=unknown" and base[step - 1] == "COPY build/debian-updates.sh /tmp/build/"
+        run = " ".join(base[step: step + 4])
+        assert 'bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES" ca-certificates python3 graphviz' in run
+        assert "/var/cache/apt/*.bin" in run and "dot -V" in run
+        assert "apt-get" not in stage(text, "runtime"), v.id
+        assert 'io.kerasenv.debian-updates="${DEBIAN_UPDATES}"' in text and "ARG DEBIAN_UPDATES=unknown\nARG KERASENV" in text
+        bases.add("\n".join(base))
+    assert len(bases) == 1
+    script = (REPO / "images" / "build" / "debian-updates.sh").read_text()
+    assert "rm -rf /var/lib/apt/lists/*" in script and "--with-new-pkgs upgrade" in script
+
+
 def test_stages_before_the_builder_are_identical_for_variants_sharing_a_stack(shared_stack_matrix):
     marker = "FROM build-trust AS builder"
     first, second = (instructions(same_folder(dockerfile(shared_stack_matrix, i)[
@@ -310,7 +334,7 @@ def test_each_script_is_copied_right_before_the_step_that_runs_it(real_matrix):
 def test_scripts_named_by_the_dockerfiles_exist_and_stop_at_the_first_error(real_matrix, repo_root):
     named = {s for v in real_matrix.variants for s in build_scripts(generate.dockerfile(real_matrix, v))}
     assert named == {"install-locked-venv.sh", "write-pip-constraints.sh", "cuda-loader-config.sh",
-                     "split-cuda-layers.sh"}
+                     "split-cuda-layers.sh", "debian-updates.sh"}
     on_disk = {p.name for p in (repo_root / "images" / generate.BUILD_DIR).glob("*.sh")}
     assert on_disk == named  # no script that no Dockerfile runs
     for name in named:
@@ -326,13 +350,14 @@ def test_no_script_enters_the_stages_of_the_cuda_layer(real_matrix):
         text = generate.dockerfile(real_matrix, v)
         if v.family != "cuda":
             continue
-        head = text[: text.index("FROM build-trust AS builder")]
+        # From the CUDA stages on (python-base's debian-updates.sh keys every stage built on it:
+        # a new Debian archive state is a new base, under the CUDA layer as under the rest).
+        head = text[text.index("FROM scratch AS cuda-lock"): text.index("FROM build-trust AS builder")]
         # One script, the split into parts, run in the install's own step (the wheels are then
         # renamed within one layer, not copied up from the install's: 4.7 GB written once).
         # The price: an edit of the script downloads the wheels again.
         assert build_scripts(head) == ["split-cuda-layers.sh"], v.id
-        assert re.findall(r"^COPY build/\S+", head, re.M) == ["COPY build/build-ca.md",
-                                                              "COPY build/split-cuda-layers.sh"], v.id
+        assert re.findall(r"^COPY build/\S+", head, re.M) == ["COPY build/split-cuda-layers.sh"], v.id
         install = re.search(r"^RUN pip install (?:[^\n]*\\\n)*[^\n]*", head, re.M).group(0)
         assert "--target /opt/cuda-libs" in install and "bash /tmp/build/split-cuda-layers.sh " in install, v.id
 

@@ -41,6 +41,21 @@ def test_an_image_without_one_gpu_framework_is_refused(real_matrix, frameworks, 
         kernel_targets.to_record(real_matrix.get("tf2.21-cuda12.9"), {**PARSED, "frameworks": frameworks})
 
 
+def test_tensorflow_cpu_beside_the_backend_is_left_out_and_must_carry_no_gpu_code(real_matrix):
+    """A JAX or PyTorch image carries tensorflow-cpu (tf.data, TensorBoard): the record is the
+    backend's, and a TensorFlow with GPU code beside it is refused."""
+    v = real_matrix.get("torch2.15-cuda13.2")
+    torch = {"version": "2.15.0", "sass": ["sm_75", "sm_120"], "ptx": [], "files_with_gpu_code": ["torch/lib/x.so"]}
+    cpu_tf = {"version": "2.21.0", "sass": [], "ptx": [], "files_with_gpu_code": []}
+    recorded = kernel_targets.to_record(v, {**PARSED, "frameworks": {"tensorflow": cpu_tf, "torch": torch}})
+    assert recorded["framework"] == {"name": "torch", "version": "2.15.0", "sass": ["sm_75", "sm_120"], "ptx": []}
+    gpu_tf = {**cpu_tf, "sass": ["sm_90"]}
+    with pytest.raises(KerasenvError, match="tensorflow beside torch carries GPU code"):
+        kernel_targets.to_record(v, {**PARSED, "frameworks": {"tensorflow": gpu_tf, "torch": torch}})
+    with pytest.raises(KerasenvError, match="expected the torch framework's GPU libraries, found tensorflow"):
+        kernel_targets.to_record(v, {**PARSED, "frameworks": {"tensorflow": cpu_tf}})
+
+
 def test_write_then_drift_check_and_the_matrix_reads_it(repo_copy):
     matrix = schema.load(repo_copy / "images" / "matrix.toml")
     v = matrix.get("tf2.21-cuda12.9")

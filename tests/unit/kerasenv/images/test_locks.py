@@ -107,6 +107,7 @@ def resolved(v, *extra: Pin) -> dict[str, Pin]:
     """What a resolution of v could return: its own pins plus `extra`."""
     pins = [Pin(v.tensorflow_package, v.tensorflow, (FAKE_HASH,)), Pin("keras", v.keras, (FAKE_HASH,))]
     pins += [Pin(name, ver, (FAKE_HASH,)) for name, ver in v.cuda_wheels().items()]
+    pins += [Pin(*req.split("=="), (FAKE_HASH,)) for req in locks.keras_tools_inputs(v)]
     return {locks.normalize(p.name): p for p in pins + list(extra)}
 
 
@@ -130,8 +131,38 @@ def test_inputs_name_every_pin_and_nothing_for_rocm():
     v = CUDA_VARIANTS[0]
     assert locks.inputs(v)[:4] == [f"tensorflow=={v.tensorflow}", f"keras=={v.keras}", "tensorboard",
                                    f"tensorboard-plugin-profile=={v.profile_plugin}"]
-    assert len(locks.inputs(v)) == 4 + len(v.cuda_wheels())
+    assert locks.inputs(v)[4:7] == ["grain==0.2.18", "pydot==4.0.1", "tf2onnx==1.17.0"]
+    assert len(locks.inputs(v)) == 4 + len(locks.keras_tools_inputs(v)) + len(v.cuda_wheels())
     assert locks.inputs(next(x for x in load().variants if x.family == "rocm")) == []
+
+
+@pytest.mark.parametrize("variant_id, tools", [
+    ("jax0.10-cpu", ["tensorflow-cpu==2.21.0", "grain==0.2.18", "pydot==4.0.1", "jax2onnx==0.17.1"]),
+    ("torch2.15-cuda13.2", ["tensorflow-cpu==2.21.0", "grain==0.2.18", "pydot==4.0.1", "onnxscript==0.7.2"]),
+    ("tf2.21-cpu", ["grain==0.2.18", "pydot==4.0.1", "tf2onnx==1.17.0"]),
+    # Keras 3.6 has neither format="grain" (3.12) nor ONNX export (3.8); tf.keras 2 neither.
+    ("tf2.17-cuda12.3", ["pydot==4.0.1"]),
+    ("tf2.14-cuda11.8", ["pydot==4.0.1"]),
+])
+def test_keras_tools_join_the_inputs_by_backend_and_keras_release(variant_id, tools):
+    """[keras_tools]: tensorflow-cpu only beside JAX/PyTorch (TF images have their own TF),
+    and each tool only where that Keras uses it; pinned exactly, before any NVIDIA wheel."""
+    v = load().get(variant_id)
+    assert locks.keras_tools_inputs(v) == tools
+    reqs = locks.inputs(v)
+    assert all(t in reqs for t in tools)
+    assert max(reqs.index(t) for t in tools) < min([i for i, r in enumerate(reqs) if r.startswith("nvidia-")] or [99])
+
+
+def test_check_names_a_keras_tool_locked_at_another_version(tmp_path):
+    v = load().get("jax0.10-cpu")
+    pins = resolved(v)
+    pins["tensorflow-cpu"] = Pin("tensorflow-cpu", "2.20.0", (FAKE_HASH,))
+    del pins["grain"]
+    locks.write(v, tmp_path, pins)
+    problems = [reason for _, reason in locks.check_variant(v, tmp_path)]
+    assert "tensorflow-cpu is 2.20.0, the matrix says 2.21.0" in problems
+    assert "grain is absent, the matrix says 0.2.18" in problems
 
 
 # --- the JupyterLab flavour's lock ------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from kerasenv.matrix import schema as matrix
@@ -353,6 +355,67 @@ def test_bad_profile_plugin_release_is_rejected(write_matrix, new, reason):
 def test_unknown_profiler_field_is_rejected(write_matrix):
     message = load_error(write_matrix(PROFILER_TABLE, PROFILER_TABLE + "xprof = \"2.24.2\"\n"))
     assert ": profiler: unknown field(s) xprof" in message
+
+
+# --- [keras_tools]: tf.data/TensorBoard beside JAX and PyTorch, grain, plot_model, export -----
+
+def test_committed_keras_tools_say_what_each_image_offers(real_matrix):
+    """The rows of issue 30's table per image: every cpu/cuda image has the tf.data utilities, the
+    TensorBoard callback and plot_model; grain and ONNX follow the Keras release, SavedModel the
+    backend (PyTorch's needs torch_xla, which PyPI has for torch 2.9 only)."""
+    not_offered = {}
+    for v in real_matrix.variants:
+        if v.family == "rocm":
+            assert v.keras_tools is None, v.id
+            continue
+        offers = v.keras_tools.offers(v)
+        assert [k for k in ("image_dataset", "text_dataset", "audio_dataset", "timeseries", "tensorboard",
+                            "plot_model") if offers[k] is not None] == [], v.id
+        not_offered[v.id] = sorted(k for k, why in offers.items() if why is not None)
+    assert not_offered == {
+        "tf2.21-cpu": [], "tf2.21-cuda12.9": [], "jax0.10-cuda12.9": [], "jax0.10-cpu": [], "tf2.20-cuda12.5": [],
+        "torch2.15-cuda13.2": ["saved_model"],
+        "tf2.17-cuda12.3": ["grain", "onnx"], "tf2.15-cuda12.2": ["grain", "onnx"], "tf2.14-cuda11.8": ["grain", "onnx"],
+    }
+    torch = real_matrix.get("torch2.15-cuda13.2")
+    assert "torch_xla" in torch.keras_tools.offers(torch)["saved_model"]
+    assert "Keras >= 3.12" in real_matrix.get("tf2.17-cuda12.3").keras_tools.offers(real_matrix.get("tf2.17-cuda12.3"))["grain"]
+
+
+def test_onnx_exporter_follows_backend_and_keras_release(real_matrix):
+    tools = real_matrix.get("jax0.10-cpu").keras_tools
+    exporter = {v.id: tools.onnx_exporter(v) for v in real_matrix.debian_based}
+    assert exporter["tf2.21-cpu"] == "tf2onnx" and exporter["jax0.10-cpu"] == "jax2onnx"
+    assert exporter["torch2.15-cuda13.2"] == "onnxscript"
+    # Keras on JAX before 3.14 exported ONNX through jax2tf and tf2onnx.
+    old_jax = dataclasses.replace(real_matrix.get("jax0.10-cpu"), keras="3.13.0")
+    assert tools.onnx_exporter(old_jax) == "tf2onnx"
+
+
+def test_a_matrix_without_keras_tools_adds_none(write_matrix, matrix_text):
+    start = matrix_text.index("[keras_tools]")
+    end = matrix_text.index("[project]")
+    loaded = matrix.load(write_matrix(matrix_text[start:end], ""))
+    assert all(v.keras_tools is None for v in loaded.variants)
+
+
+@pytest.mark.parametrize("old, new, reason", [
+    pytest.param('grain = "0.2.18"', 'grain = "0.2"', None, id="grain-ok-two-parts"),
+    pytest.param('grain = "0.2.18"', 'grain = ">=0.2"', "field 'grain': must be an exact release", id="grain-range"),
+    pytest.param('pydot = "4.0.1"', "", "field 'pydot': must be an exact release like \"1.2.3\", got None",
+                 id="pydot-missing"),
+    pytest.param('pydot = "4.0.1"', 'pydot = "4.0.1"\nonnxruntime = "1.32.0"', "unknown field(s) onnxruntime",
+                 id="unknown-field"),
+    pytest.param('tensorflow_cpu = "2.21.0"', 'tensorflow_cpu = "2.20.0"',
+                 "2.20.0 is not the release of the TensorFlow CPU image(s) (2.21.0)", id="tf-cpu-not-the-tf-images"),
+])
+def test_bad_keras_tools_are_rejected(write_matrix, old, new, reason):
+    path = write_matrix(old, new)
+    if reason is None:
+        assert matrix.load(path).get("jax0.10-cpu").keras_tools.grain == "0.2"
+        return
+    message = load_error(path)
+    assert ": keras_tools" in message and reason in message, message
 
 
 def test_a_jax_or_torch_stack_needs_its_gpu_evidence(write_matrix):

@@ -37,7 +37,7 @@ def test_smoke_passes_its_flags_then_the_extra_flags_to_smoke_train(ran, tmp_pat
     (call,) = ran.calls
     assert call.command == ["python", "/opt/kerasenv/smoke_train.py", "--run-id", "r1", "--epochs", "2",
                             "--require-gpu", "--steps", "3"]
-    assert (call.gpus, call.kind, call.network, call.env, call.stdout) == ("none", "smoke", "none", {"A": "1"}, None)
+    assert (call.gpus.route, call.kind, call.network, call.env, call.stdout) == ("none", "smoke", "none", {"A": "1"}, None)
     assert f"no report was written ({tmp_path / 'r1' / 'report.json'})" in capsys.readouterr().err
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kerasenv.engine import gpu_request
 from kerasenv.run import runner
 from kerasenv.errors import UsageError
 
@@ -195,19 +196,20 @@ def test_a_rocm_container_gets_the_hosts_gids_by_number_and_seccomp_unconfined(
     monkeypatch.chdir(tmp_path)
     created = {}
     with pytest.raises(_Created):
-        runner.run(recording_client(created), real_matrix.get("tf2.17-rocm6.3"), ["true"], gpus=gpus,
-                   runs_dir=None, user="1000:1000")
+        runner.run(recording_client(created), real_matrix.get("tf2.17-rocm6.3"), ["true"],
+                   gpus=gpu_request.resolve(gpus, "rocm"), runs_dir=None, user="1000:1000")
     assert [d.split(":")[1] for d in created["devices"]] == devices
     assert created["group_add"] == groups and created["user"] == "1000:1000"
     assert created["security_opt"] == ["seccomp=unconfined"]
-    assert created == {**created, **runner.gpu_and_groups(gpus, "rocm")}  # the one place these come from
+    # the one place these come from: gpu_request.resolve, then runner.gpu_and_groups adds group 0
+    assert created == {**created, **runner.gpu_and_groups(gpu_request.resolve(gpus, "rocm"))}
 
 
 def test_no_gpu_means_no_amd_groups_and_cuda_gets_none_of_them(amd_host):
     amd_host("ubuntu-render-993")
-    assert runner.gpu_and_groups("none", "rocm") == {"group_add": ["0"]}
-    assert runner.gpu_and_groups(None, "cpu") == {"group_add": ["0"]}
-    cuda = runner.gpu_and_groups("all", "cuda")
+    assert runner.gpu_and_groups(gpu_request.resolve("none", "rocm")) == {"group_add": ["0"]}
+    assert runner.gpu_and_groups(None) == {"group_add": ["0"]}
+    cuda = runner.gpu_and_groups(gpu_request.resolve("all", "cuda"))
     assert cuda["group_add"] == ["0"] and "security_opt" not in cuda
 
 
@@ -218,11 +220,12 @@ def test_no_gpu_means_no_amd_groups_and_cuda_gets_none_of_them(amd_host):
 ])
 def test_smoke_run_and_shell_sessions_on_a_rocm_host_reach_docker_with_the_render_gid(
         real_matrix, tmp_path, monkeypatch, amd_host, smoke, interactive, command):
-    """The whole path: `auto` GPUs for ROCm are all (docker_gpus.request_for), then runner.run."""
+    """The whole path: `auto` GPUs for ROCm are all (host/gpu_choice, docker_gpus.request_for),
+    then runner.run."""
     from types import SimpleNamespace
 
     from kerasenv.engine import docker_client
-    from kerasenv.host import variant_choice
+    from kerasenv.host import gpu_choice, variant_choice
     from kerasenv.run import session
 
     amd_host("ubuntu-render-993")
@@ -230,7 +233,7 @@ def test_smoke_run_and_shell_sessions_on_a_rocm_host_reach_docker_with_the_rende
     created = {}
     monkeypatch.setattr(docker_client, "client", lambda: recording_client(created))
     upstream = session.Upstream(chooser=SimpleNamespace(AUTO=variant_choice.AUTO, named=variant_choice.named),
-                                builder=None)
+                                builder=None, gpus=gpu_choice)
     request = session.Request(variant_id="tf2.17-rocm6.3", command=command, gpus="auto", shm_size="2g",
                               runs_dir=tmp_path / "runs", smoke=smoke, interactive=interactive, user="1000:1000")
     with pytest.raises(_Created):
@@ -248,7 +251,7 @@ def test_lab_never_runs_the_rocm_image(real_matrix, tmp_path):
     from kerasenv.run import session
 
     upstream = session.Upstream(chooser=SimpleNamespace(AUTO=variant_choice.AUTO, named=variant_choice.named),
-                                builder=None)
+                                builder=None, gpus=None)
     with pytest.raises(UsageError, match="tf2.17-rocm6.3 has no JupyterLab flavour"):
         session.run_lab(real_matrix, upstream, session.LabRequest(variant_id="tf2.17-rocm6.3", port=8888,
                                                                   gpus="all", shm_size="2g"))

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kerasenv.engine import docker_client
+from kerasenv.engine import docker_client, gpu_request
 from kerasenv.errors import EXIT_OOM, UsageError
 from kerasenv.host import variant_choice
 from kerasenv.run import runner
@@ -45,7 +45,11 @@ def upstream(real_matrix):
     builder = SimpleNamespace(default_ca_cert=lambda explicit: None,
                               build=lambda client, matrix, v, *, ca_cert=None, jupyter=False:
                               state.built.append((v.id, jupyter)))
-    state.upstream = session.Upstream(chooser=chooser, builder=builder)
+    # --gpus as host/gpu_choice resolves it on a host without GPUs: auto is none for every image
+    # (Docker says no), the rest as Docker with the runtime hook takes it.
+    gpus = SimpleNamespace(resolve=lambda client, v, spec, say=None: gpu_request.resolve(
+        "none" if spec == "auto" else spec, v.family))
+    state.upstream = session.Upstream(chooser=chooser, builder=builder, gpus=gpus)
     return state
 
 
@@ -78,7 +82,7 @@ def test_build_missing_builds_only_a_missing_image(real_matrix, upstream, docker
 
 def test_the_cpu_image_gets_no_gpus_with_auto(real_matrix, upstream, docker, tmp_path):
     session.run_workload(real_matrix, upstream.upstream, smoke(tmp_path))
-    assert docker.calls[0].gpus == "none"
+    assert docker.calls[0].gpus.route == "none"
 
 
 def test_oom_killed_is_exit_5_naming_the_limit_and_no_report(real_matrix, upstream, docker, tmp_path, capsys):

@@ -1,0 +1,41 @@
+#!/bin/bash
+# Usage: debian-updates.sh STATE PACKAGE...
+# The base stage's Debian packages with bookworm's point-release, -updates and -security fixes
+# applied, reproducibly for one state of Debian's archive. STATE is what `kerasenv build` read
+# from the archive just before the build ("bookworm@<Date> bookworm-updates@<Date>
+# bookworm-security@<Date>", each suite's signed InRelease Date, UTC): the build arg that keys
+# this step and becomes the label io.kerasenv.debian-updates. apt must see exactly that state,
+# or the build stops (the archive published between the two reads: build again). "unknown"
+# (a plain `docker build`) skips the comparison. Either way the state apt saw is written to
+# /etc/kerasenv/debian-updates, which the acceptance suite compares with the label.
+# Why: the debootstrap'd base carries the point release only, and later `apt-get install`s
+# upgrade just what they pull in; 12 packages with published security fixes (zlib1g, liblzma5,
+# libzstd1, PAM, apt, perl-base, tzdata, ...) stayed unpatched in every image (issue 31).
+set -euo pipefail
+state=$1
+shift
+apt-get update -qq -o Acquire::Retries=3
+seen=$(for f in /var/lib/apt/lists/*_InRelease; do
+  dist=$(awk '/^Codename: /{print $2; exit}' "$f")
+  when=$(awk '/^Date: /{sub(/^Date: /, ""); print; exit}' "$f")
+  printf '%s@%s\n' "$dist" "$(date -u -d "$when" +%Y-%m-%dT%H:%M:%SZ)"
+done | sort | paste -sd' ')
+want=$(printf '%s\n' $state | sort | paste -sd' ')
+if [ "$state" != unknown ] && [ "$seen" != "$want" ]; then
+  echo "debian-updates.sh: Debian's archive is at \"$seen\", the build was asked for \"$want\" (it published in between): build again" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+# --with-new-pkgs: a fix that needs a new dependency is applied, not held back; nothing is removed.
+apt-get -y -qq -o Dpkg::Options::=--force-confold --with-new-pkgs upgrade
+apt-get install -y -qq --no-install-recommends "$@"
+left=$(apt list --upgradable 2>/dev/null | grep -c upgradable || true)
+if [ "$left" != 0 ]; then
+  apt list --upgradable >&2
+  echo "debian-updates.sh: $left package(s) still upgradable after the upgrade" >&2
+  exit 1
+fi
+install -d /etc/kerasenv
+if [ "$state" = unknown ]; then state=$seen; fi  # else the same, in the label's order
+printf '%s\n' "$state" > /etc/kerasenv/debian-updates
+rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt /var/log/dpkg.log

@@ -1,0 +1,206 @@
+"""The doctor's host-shape lines: the engine behind the Docker API (Docker or Podman, rootful or
+rootless), WSL2, MIG and CDI, one line each, and what each shape changes in the verdicts.
+
+Judging only: the facts come from host/facts.gather (engine_facts, wsl, nvidia_smi's MIG
+devices, engine/cdi) and are replayed in tests from recorded outputs
+(tests/fixtures/engines/, tests/fixtures/host-shapes/, tests/fixtures/nvidia-smi/).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..engine.cdi import GENERATE_FIX
+from ..engine.gpu_request import DOCKER_FIX, ROOTLESS_FIX
+from ..matrix.nvidia_drivers import driver_tuple
+from ..matrix.schema import Variant
+from .checks import FAIL, INFO, PASS, WARN, Check
+from .facts import HostFacts
+
+# CUDA enumerates one MIG device per process before R570; from R570 every MIG device handed
+# to the process is a CUDA device (shared/reference/compatibility.md, "MIG").
+MIG_MANY_PER_PROCESS = "570"
+TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+
+
+@dataclass(frozen=True)
+class HostDefect:
+    """A backend release that fails on a host shape, with its public report."""
+
+    shape: str  # wsl2
+    backend: str
+    versions: tuple[str, ...]
+    report: str  # the public issue
+    what: str
+
+
+# Sourced defects (compatibility.md, "WSL2"): each names its issue; a new release is added
+# here only with a report of its own.
+DEFECTS = (
+    HostDefect("wsl2", "jax", ("0.10.2",), "https://github.com/jax-ml/jax/issues/40558",
+               "JAX {version}'s first GPU allocation fails under WSL2 with CUDA_ERROR_UNKNOWN although "
+               "jax.devices() lists the GPU (jax-ml/jax#40558, open; no workaround confirmed in the thread)"),
+)
+
+
+def os_of(facts: HostFacts) -> str:
+    """Whose driver floors apply: the Windows driver's under WSL2, else Linux's."""
+    return "windows" if facts.wsl.present else "linux"
+
+
+def defect(v: Variant, facts: HostFacts) -> HostDefect | None:
+    shape = "wsl2" if facts.wsl.present else ""
+    return next((d for d in DEFECTS if d.shape == shape and d.backend == v.backend
+                 and v.framework_version in d.versions), None)
+
+
+def usable_here(facts: HostFacts):
+    """A predicate: can this variant be recommended on this host shape at all."""
+    return lambda v: defect(v, facts) is None
+
+
+# --- the lines -------------------------------------------------------------------------
+
+def host_checks(facts: HostFacts, root: str = "/") -> list[Check]:
+    checks = [platform_check(facts)]
+    if facts.engine is not None:
+        checks.append(engine_check(facts, root))
+    mig = mig_check(facts)
+    if mig is not None:
+        checks.append(mig)
+    checks.append(cdi_check(facts))
+    return checks
+
+
+def _gpus_here(facts: HostFacts) -> bool:
+    nv = facts.nvidia
+    return nv.present and not nv.error and bool(nv.gpus)
+
+
+def platform_check(facts: HostFacts) -> Check:
+    w = facts.wsl
+    if not w.present:
+        return Check(INFO, "wsl2", f"not WSL2 ({facts.machine}, kernel {w.kernel or 'unknown'})")
+    message = (f"WSL2 ({w.describe()}): the driver is the Windows one, checked against NVIDIA's Windows "
+               "driver floors; containers get every GPU or none (--gpus all); pinned memory is limited and "
+               "NVML reports no GPU utilisation (NVIDIA's CUDA on WSL guide, 5)")
+    if _gpus_here(facts) and not w.libcuda:
+        return Check(WARN, "wsl2", message + "; /usr/lib/wsl/lib/libcuda.so.1 is missing",
+                     "update the Windows NVIDIA driver and WSL (`wsl --update`); never install a Linux NVIDIA "
+                     "driver inside WSL (microsoft/WSL#9099)")
+    return Check(PASS if _gpus_here(facts) else INFO, "wsl2", message)
+
+
+def no_cgroups_set(root: str = "/") -> bool | None:
+    """Whether the NVIDIA toolkit's config has `no-cgroups = true` (None: no config here)."""
+    path = Path(root) / TOOLKIT_CONFIG.lstrip("/")
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    return any(line.split("#")[0].replace(" ", "") == "no-cgroups=true" for line in text.splitlines())
+
+
+def engine_check(facts: HostFacts, root: str = "/") -> Check:
+    e = facts.engine
+    assert e is not None
+    where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    gpus = _gpus_here(facts)
+    if e.is_podman:
+        message = f"{e.describe()} at {where}: CPU images run"
+        if e.cdi_enabled and facts.cdi.present:
+            return Check(PASS, "engine", message + "; GPU requests go through CDI (Podman >= 5.4)")
+        if e.cdi_enabled:
+            return Check(WARN if gpus else INFO, "engine",
+                         message + "; GPU requests need an NVIDIA CDI spec, and this host has none",
+                         f"generate it: {GENERATE_FIX}")
+        return Check(WARN if gpus else INFO, "engine",
+                     message + "; GPU requests are refused: Podman before 5.4 accepts them and gives the "
+                               "container no GPU (containers/podman#22645)",
+                     f"Podman >= 5.4 with a CDI spec ({GENERATE_FIX}), or {DOCKER_FIX}")
+    if e.rootless and gpus:
+        if e.cdi_enabled and facts.cdi.present:
+            return Check(PASS, "engine", f"{e.describe()}: GPU requests go through CDI, which needs no cgroup "
+                                         "access")
+        if no_cgroups_set(root):
+            return Check(PASS, "engine", f"{e.describe()}: the NVIDIA toolkit has no-cgroups = true "
+                                         f"({TOOLKIT_CONFIG}), as rootless Docker needs")
+        return Check(WARN, "engine", f"{e.describe()}: the NVIDIA runtime hook fails here without "
+                                     "no-cgroups (\"bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not "
+                                     "permitted\" on cgroup v2, NVIDIA/nvidia-container-toolkit#139; "
+                                     "\"devices.allow: permission denied\" on v1, moby#38729)", ROOTLESS_FIX)
+    return Check(PASS, "engine", e.describe())
+
+
+def mig_check(facts: HostFacts) -> Check | None:
+    """MIG mode and slices: which slices a container gets, and what each backend then sees."""
+    nv = facts.nvidia
+    if not _gpus_here(facts):
+        return None
+    enabled = nv.mig_enabled()
+    if not enabled:
+        return Check(INFO, "mig", "no GPU in MIG mode")
+    names = {g.index: g.name for g in nv.gpus}
+    empty = [i for i in enabled if not any(m.gpu == i for m in nv.mig)]
+    if empty:
+        return Check(WARN, "mig", f"GPU {', '.join(map(str, empty))} is in MIG mode with no MIG devices: CUDA has "
+                                  "nothing to run on there",
+                     f"create slices (`sudo nvidia-smi mig -i {empty[0]} -cgi <profiles> -C`) or turn MIG off "
+                     f"(`sudo nvidia-smi -i {empty[0]} -mig 0`)")
+    slices = "; ".join(f"{m.gpu}:{m.index} {m.profile} {m.uuid}" for m in nv.mig)
+    many = nv.driver_version and driver_tuple(nv.driver_version) >= driver_tuple(MIG_MANY_PER_PROCESS)
+    sees = ("each slice handed to a container is one GPU to TensorFlow, JAX and PyTorch alike (driver >= R570)"
+            if many else f"with driver {nv.driver_version} (< R570) CUDA shows a process only the first slice it "
+                         "is given: give each container one slice")
+    which = ", ".join(f"{i} ({names.get(i, '?')})" for i in enabled)
+    return Check(INFO, "mig", f"GPU {which} in MIG mode, "
+                              f"{len(nv.mig)} slice(s): {slices}. --gpus device=N:M or MIG-<uuid> gives a slice "
+                              "(a whole-card device=N gives none), --gpus all every slice; "
+                              f"{sees}; GPU utilisation reads N/A per slice (recorded as missing, not 0)")
+
+
+def cdi_check(facts: HostFacts) -> Check:
+    c, e = facts.cdi, facts.engine
+    if c.errors:
+        return Check(WARN, "cdi", f"unreadable CDI spec: {'; '.join(c.errors)}", f"regenerate it: {GENERATE_FIX}")
+    if not c.present:
+        return Check(INFO, "cdi", "no NVIDIA CDI spec (/etc/cdi, /var/run/cdi)" +
+                     (f"; generate one to use CDI: {GENERATE_FIX}" if _gpus_here(facts) else ""))
+    shown = ", ".join(c.short_names()[:6]) + (", ..." if len(c.names) > 6 else "")
+    where = ", ".join(c.specs) or "nvidia-ctk cdi list"
+    if e is None:
+        use = "the engine was not asked"
+    elif e.cdi_enabled:
+        use = "this engine applies CDI: kerasenv sends GPU requests through it"
+    else:
+        use = ("this engine has CDI off, so kerasenv uses NVIDIA's runtime hook (CDI: Docker >= 28.2, or "
+               "features.cdi on 25-28.1; Podman >= 5.4)")
+    return Check(PASS if e is not None and e.cdi_enabled else INFO, "cdi",
+                 f"NVIDIA CDI devices nvidia.com/gpu={{{shown}}} ({where}); {use}")
+
+
+def toolkit_fix(facts: HostFacts, default: str) -> str:
+    """The fix for "containers cannot get the GPU", by engine mode."""
+    e = facts.engine
+    if e is None:
+        return default
+    if e.is_podman:
+        return f"Podman >= 5.4 with a CDI spec ({GENERATE_FIX}), or {DOCKER_FIX}"
+    if e.rootless:
+        return ROOTLESS_FIX
+    if facts.cdi.present and not e.cdi_enabled:
+        return ("enable CDI in Docker (`\"features\": {\"cdi\": true}` in /etc/docker/daemon.json on 25-28.1, on "
+                "by default from 28.2), or " + default)
+    return default
+
+
+def defect_verdict(v: Variant, facts: HostFacts, alternative: Variant | None) -> Check | None:
+    """FAIL for a variant with a known defect on this host shape, naming the image to use."""
+    found = defect(v, facts)
+    if found is None:
+        return None
+    instead = f"use kerasenv:{alternative.id}" if alternative else "use another backend's image"
+    return Check(FAIL, f"variant {v.id}", found.what.format(version=v.framework_version) + f" ({found.report})",
+                 instead + " (`kerasenv doctor` ranks them for this GPU)")

@@ -1,0 +1,1 @@
+"""Security currency: Debian updates applied at build time, and `kerasenv audit`."""

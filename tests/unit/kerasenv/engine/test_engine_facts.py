@@ -1,0 +1,52 @@
+"""Which engine answers on the Docker API socket, from its /version and /info answers: recorded
+here (Docker 20.10, Podman 4.3.1 as root and rootless) or constructed from Docker's API
+schema and rootless docs (tests/fixtures/engines/README.md says which)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kerasenv.engine import engine_facts
+
+from ...conftest import REPO
+
+ENGINES = REPO / "tests" / "fixtures" / "engines"
+
+
+def engine(name: str) -> engine_facts.Engine:
+    load = lambda what: json.loads((ENGINES / name / f"{what}.json").read_text())  # noqa: E731
+    return engine_facts.parse(load("version"), load("info"))
+
+
+@pytest.mark.parametrize("name, product, version, rootless, cdi", [
+    ("docker-20.10-debian", "docker", "20.10.24+dfsg1", False, False),  # recorded: no CDISpecDirs field
+    ("podman-4.3.1-debian", "podman", "4.3.1", False, False),  # recorded
+    ("podman-4.3.1-rootless-debian", "podman", "4.3.1", True, False),  # recorded: "Rootless": true
+    ("docker-28.3-cdi", "docker", "28.3.3", False, True),
+    ("docker-27-rootless", "docker", "27.5.1", True, False),  # CDISpecDirs [] = CDI off
+    ("podman-5.4", "podman", "5.4.0", False, True),
+])
+def test_each_engine_is_named_with_its_own_version_rootless_and_cdi(name, product, version, rootless, cdi):
+    e = engine(name)
+    assert (e.product, e.version, e.rootless, e.cdi_enabled) == (product, version, rootless, cdi)
+    assert e.drops_gpu_requests == (product == "podman")
+
+
+def test_podmans_version_is_its_own_not_the_docker_api_it_speaks():
+    e = engine("podman-4.3.1-debian")
+    assert e.describe() == "Podman 4.3.1, behind the Docker API, rootful, cgroup v1, CDI off"
+    assert engine("docker-28.3-cdi").describe() == "Docker 28.3.3, rootful, cgroup v2, CDI on (/etc/cdi, /var/run/cdi)"
+
+
+@pytest.mark.parametrize("text, parsed", [
+    ("20.10.24+dfsg1", (20, 10, 24)), ("28.2.0-rc.1", (28, 2, 0)), ("5.4", (5, 4, 0)), ("", None), ("dev", None)])
+def test_version_strings(text, parsed):
+    assert engine_facts.version_tuple(text) == parsed
+
+
+def test_a_docker_that_does_not_report_cdi_is_judged_by_its_version():
+    old = engine_facts.parse({"Version": "26.1.0"}, {})
+    new = engine_facts.parse({"Version": "28.2.0"}, {})
+    assert not old.cdi_enabled and new.cdi_enabled

@@ -1,0 +1,167 @@
+"""The doctor on host shapes this machine is not: WSL2, MIG, CDI, rootless Docker and Podman.
+
+Each host is replayed from recorded outputs (tests/fixtures/nvidia-smi/: the RTX 5090 table is
+a capture inside WSL2, the MIG tables and `-L` are captures; SOURCES.md), recorded or
+constructed engine answers (tests/fixtures/engines/README.md) and constructed file trees
+(tests/fixtures/host-shapes/README.md): each test names which.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kerasenv.engine import cdi, engine_facts, gpu_request
+from kerasenv.errors import UsageError
+from kerasenv.host import doctor, gpu_choice, shape_checks, wsl
+from kerasenv.host.checks import FAIL, INFO, PASS, WARN
+
+from ...conftest import REPO
+
+FIXTURES = REPO / "tests" / "fixtures"
+FAKE_SMI = str(FIXTURES / "fake-nvidia-smi")
+
+
+def engine(name: str) -> engine_facts.Engine:
+    load = lambda what: json.loads((FIXTURES / "engines" / name / f"{what}.json").read_text())  # noqa: E731
+    return engine_facts.parse(load("version"), load("info"))
+
+
+def host(monkeypatch, smi: str, *, shape: str = "linux", engine_name: str = "docker-20.10-debian",
+         toolkit: bool = True) -> doctor.HostFacts:
+    monkeypatch.setenv("KERASENV_FIXTURE_HOST", smi)
+    tree = FIXTURES / "host-shapes" / shape
+    return doctor.HostFacts(nvidia=doctor.probe_nvidia(FAKE_SMI), docker_runtimes=["nvidia", "runc"] if toolkit
+                            else ["runc"], engine=engine(engine_name), wsl=wsl.detect(tree),
+                            cdi=cdi.from_specs(tree))
+
+
+def line(report: doctor.Report, name: str) -> doctor.Check:
+    return next(c for c in report.host if c.name == name)
+
+
+def verdicts(report: doctor.Report) -> dict[str, doctor.Check]:
+    return {c.name.removeprefix("variant "): c for c in report.variants}
+
+
+# --- WSL2 ------------------------------------------------------------------------------------
+
+def test_wsl2_is_detected_from_its_kernel_and_dxg():
+    found = wsl.detect(FIXTURES / "host-shapes" / "wsl2")
+    assert found.present and found.dxg and found.libcuda and "microsoft-standard-WSL2" in found.kernel
+    assert not wsl.detect(FIXTURES / "host-shapes" / "linux").present
+
+
+def test_on_wsl2_the_windows_driver_is_judged_by_windows_floors_and_jax_is_refused_by_name(real_matrix, monkeypatch):
+    """RTX 5090 inside WSL2 (a capture: Windows driver 572.70), the WSL2 tree constructed."""
+    report = doctor.judge(host(monkeypatch, "rtx5090-572", shape="wsl2"), real_matrix)
+    v = verdicts(report)
+    assert line(report, "wsl2").status == PASS and "--gpus all" in line(report, "wsl2").message
+    # CUDA 13 on Windows needs R580 (580.88, reported): a 572 Windows driver is below it.
+    assert v["torch2.15-cuda13.2"].status == FAIL
+    assert "Windows driver 572.70 is older than 580.88, the Windows minimum for CUDA 13.2" in \
+        v["torch2.15-cuda13.2"].message
+    assert v["torch2.15-cuda13.2"].fix.startswith("upgrade the Windows NVIDIA driver to >= 580.88")
+    # JAX 0.10.2's first allocation fails under WSL2: named, with the image to use instead.
+    jax = v["jax0.10-cuda12.9"]
+    assert jax.status == FAIL and "jax-ml/jax#40558" in jax.message and "CUDA_ERROR_UNKNOWN" in jax.message
+    assert jax.fix.startswith("use kerasenv:tf2.21-cuda12.9")
+    # TF JIT-compiles PTX for Blackwell: usable with a warning, and the recommendation.
+    assert v["tf2.21-cuda12.9"].status == WARN
+    assert report.recommended == "tf2.21-cuda12.9" and report.gpu_usable
+
+
+def test_the_same_driver_on_linux_is_judged_by_linux_floors(real_matrix, monkeypatch):
+    """Without WSL2's signs the 572.70 is a Linux number: JAX's native sm_120 kernels pass."""
+    v = verdicts(doctor.judge(host(monkeypatch, "rtx5090-572"), real_matrix))
+    assert v["jax0.10-cuda12.9"].status == PASS
+    assert "580.65.06" in v["torch2.15-cuda13.2"].message
+
+
+def test_wsl2_takes_only_all_gpus_when_a_run_selects_one(monkeypatch):
+    facts = host(monkeypatch, "rtx5090-572", shape="wsl2")
+    with pytest.raises(UsageError, match="under WSL2 a container gets every GPU or none"):
+        gpu_request.resolve("device=0", "cuda", host=gpu_choice.from_facts(facts))
+
+
+# --- MIG -------------------------------------------------------------------------------------
+
+def test_mig_slices_are_listed_with_what_the_backends_see(real_matrix, monkeypatch):
+    """A100 80GB with four MIG devices: the `-L` is a capture (MortalGPU README), the CSV constructed."""
+    report = doctor.judge(host(monkeypatch, "mig-a100-80gb-list"), real_matrix)
+    mig = line(report, "mig")
+    assert mig.status == INFO
+    assert "0:1 2g.20gb MIG-08bce7f3-bac7-4715-b56f-91541f15fe37" in mig.message
+    assert "a whole-card device=N gives none" in mig.message
+    assert "with driver 535.129.03 (< R570) CUDA shows a process only the first slice" in mig.message
+    assert "N/A per slice" in mig.message
+
+
+def test_a_mig_gpu_without_slices_is_a_warning_with_both_fixes(real_matrix, monkeypatch):
+    report = doctor.judge(host(monkeypatch, "mig-no-slices-535"), real_matrix)  # a capture
+    mig = line(report, "mig")
+    assert mig.status == WARN and "no MIG devices" in mig.message
+    assert "nvidia-smi mig -i 0 -cgi" in mig.fix and "-mig 0" in mig.fix
+
+
+def test_a_run_picks_a_slice_and_a_whole_mig_card_is_refused(monkeypatch):
+    facts = host(monkeypatch, "mig-a100-80gb-list")
+    view = gpu_choice.from_facts(facts)
+    assert view.mig_enabled == (0,) and len(view.mig) == 4
+    assert gpu_request.resolve("0:3", "cuda", host=view).kwargs["device_requests"][0]["DeviceIDs"] == ["0:3"]
+    with pytest.raises(UsageError, match=r"GPU 0 is in MIG mode.*0:0 \(3g.40gb\)"):
+        gpu_request.resolve("device=0", "cuda", host=view)
+
+
+def test_mig_from_the_table_alone_knows_the_slices_by_number(real_matrix, monkeypatch):
+    """The CEEMS capture: GPU 0 in MIG mode with four devices, GPU 1 whole; no `-L` was published."""
+    facts = host(monkeypatch, "mig-a100x2-535")
+    assert facts.nvidia.mig_enabled() == [0] and [m.index for m in facts.nvidia.mig] == [0, 1, 2, 3]
+    view = gpu_choice.from_facts(facts)
+    assert gpu_request.resolve("device=1", "cuda", host=view).route == "nvidia-hook"  # the whole GPU 1
+    assert gpu_request.resolve("0:2", "cuda", host=view).route == "nvidia-hook"
+
+
+# --- engines: Podman, rootless Docker, CDI ---------------------------------------------------
+
+def test_podman_43_says_gpu_requests_are_refused_and_the_doctor_does_not_count_on_it(real_matrix, monkeypatch):
+    facts = host(monkeypatch, "a100-535", engine_name="podman-4.3.1-debian")  # the engine recorded here
+    report = doctor.judge(facts, real_matrix)
+    check = line(report, "engine")
+    assert check.status == WARN and "Podman 4.3.1" in check.message and "containers/podman#22645" in check.message
+    assert "Podman >= 5.4 with a CDI spec" in check.fix and "NVIDIA Container Toolkit" in check.fix
+
+
+def test_podman_54_with_a_cdi_spec_passes_through_cdi(real_matrix, monkeypatch):
+    facts = host(monkeypatch, "a100-535", shape="cdi-nvidia", engine_name="podman-5.4")
+    assert line(doctor.judge(facts, real_matrix), "engine").status == PASS
+    access = gpu_request.resolve("all", "cuda", engine=facts.engine, host=gpu_choice.from_facts(facts))
+    assert access.kwargs["device_requests"][0]["DeviceIDs"] == ["nvidia.com/gpu=all"]
+
+
+def test_rootless_docker_without_no_cgroups_warns_with_both_fixes_and_passes_with_it(real_matrix, monkeypatch):
+    facts = host(monkeypatch, "a100-535", engine_name="docker-27-rootless")
+    check = line(doctor.judge(facts, real_matrix), "engine")
+    assert check.status == WARN and "bpf_prog_query(BPF_CGROUP_DEVICE)" in check.message
+    assert "no-cgroups" in check.fix and "nvidia-ctk cdi generate" in check.fix
+    assert shape_checks.engine_check(facts, root=str(FIXTURES / "host-shapes" / "rootless-no-cgroups")).status == PASS
+
+
+def test_cdi_on_with_a_spec_sends_requests_through_cdi_and_off_says_how_to_turn_it_on(real_matrix, monkeypatch):
+    on = host(monkeypatch, "a100-535", shape="cdi-nvidia", engine_name="docker-28.3-cdi")
+    check = line(doctor.judge(on, real_matrix), "cdi")
+    assert check.status == PASS and "nvidia.com/gpu={0, GPU-4101" in check.message
+    assert "kerasenv sends GPU requests through it" in check.message
+    off = host(monkeypatch, "a100-535", shape="cdi-nvidia", engine_name="docker-20.10-debian")
+    assert "CDI off, so kerasenv uses NVIDIA's runtime hook" in line(doctor.judge(off, real_matrix), "cdi").message
+    none = host(monkeypatch, "a100-535")
+    assert line(doctor.judge(none, real_matrix), "cdi").status == INFO
+
+
+def test_every_shape_line_is_in_the_json_report(real_matrix, monkeypatch):
+    report = doctor.judge(host(monkeypatch, "mig-a100-80gb-list", shape="cdi-nvidia",
+                               engine_name="docker-28.3-cdi"), real_matrix).as_dict()
+    names = [c["name"] for c in report["host"]]
+    for name in ("wsl2", "engine", "mig", "cdi"):
+        assert names.count(name) == 1
