@@ -230,7 +230,7 @@ test-build-$(1): $(if $(2),test-build-$(2)) venv
 	$(if $(call giver_of,$(1)),$$(KERASENV) drop-build-cache $(call giver_of,$(1)) $$(call record_failure,drop the build cache of $(call giver_of,$(1))))
 test-accept-$(1): test-build-$(1) $(if $(2),test-accept-$(2))
 	$$(call timed,build $(1)-jupyter) $$(KERASENV) build $(1) --jupyter-only $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1)-jupyter)
-	$$(call timed,acceptance $(1)) $$(VENV)/bin/pytest acceptance --variant $(1) $$(PYTEST_ARGS) $$(call record_failure,acceptance $(1))
+	$$(call timed,acceptance $(1)) $$(VENV)/bin/pytest smoke_tests --variant $(1) $$(PYTEST_ARGS) $$(call record_failure,acceptance $(1))
 	$(if $(filter-out $(IMAGES_FOR_INTEGRATION),$(1)-jupyter $(1)),$$(if $$(DROP_TESTED_IMAGES),docker rmi $(addprefix kerasenv:,$(filter-out $(IMAGES_FOR_INTEGRATION),$(1)-jupyter $(1))) >/dev/null $$(call record_failure,drop images of $(1))))
 endef
 $(foreach i,$(shell seq $(words $(LANE_VARIANTS))),$(eval $(call test_lane_steps,$(word $(i),$(LANE_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(LANE_VARIANTS))))))
@@ -250,11 +250,11 @@ test-accept-$(firstword $(LANE_VARIANTS)): $(unit_step)
 $(unit_step): venv
 	$(call timed,unit tests) $(VENV)/bin/pytest tests -m 'not docker' $(PYTEST_ARGS) $(call record_failure,unit tests (pytest tests -m "not docker"))
 
-test-acceptance: venv ## the acceptance suite (acceptance/) against kerasenv:VARIANT, or IMAGE=<any ref> (GPU=1 adds the GPU tests)
-	$(VENV)/bin/pytest acceptance $(if $(IMAGE),--image $(IMAGE),--variant $(VARIANT)) $(if $(GPU),--gpu) $(PYTEST_ARGS)
+test-acceptance: venv ## the acceptance suite (smoke_tests/) against kerasenv:VARIANT, or IMAGE=<any ref> (GPU=1 adds the GPU tests)
+	$(VENV)/bin/pytest smoke_tests $(if $(IMAGE),--image $(IMAGE),--variant $(VARIANT)) $(if $(GPU),--gpu) $(PYTEST_ARGS)
 
 test-acceptance-all: venv ## the acceptance suite against every variant built here
-	$(VENV)/bin/pytest acceptance $$(for id in $$($(KERASENV) list --ids); do \
+	$(VENV)/bin/pytest smoke_tests $$(for id in $$($(KERASENV) list --ids); do \
 	  docker image inspect kerasenv:$$id >/dev/null 2>&1 && echo --variant $$id; done) $(if $(GPU),--gpu) $(PYTEST_ARGS)
 
 clean: venv ## remove the project's containers, networks and superseded images by label (keeps the build cache)

@@ -115,11 +115,11 @@ def compose_plugin():
 
 
 def _load_local_wheels():
-    """acceptance/local_wheels.py (small offline wheels) by path: the two suites are
+    """smoke_tests/local_wheels.py (small offline wheels) by path: the two suites are
     separate pytest roots."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("kerasenv_local_wheels", REPO / "acceptance" / "local_wheels.py")
+    spec = importlib.util.spec_from_file_location("kerasenv_local_wheels", REPO / "smoke_tests" / "local_wheels.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -52,7 +52,7 @@ def broken_image(docker, built_images):
 
 def test_acceptance_suite_fails_each_broken_property(broken_image):
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "acceptance", "--image", broken_image, "-q", "-rfE",
+        [sys.executable, "-m", "pytest", "smoke_tests", "--image", broken_image, "-q", "-rfE",
          "-p", "no:cacheprovider", "-k", " or ".join(MUST_FAIL)],
         cwd=REPO, capture_output=True, text=True, timeout=900)
     failed = {line.split("::")[1].split("[")[0] for line in proc.stdout.splitlines()
@@ -92,13 +92,13 @@ def test_tensorflow_library_check_fails_on_an_image_whose_loader_cannot_find_cus
     build_from_text(docker, NO_LOADER_CONFIG_DOCKERFILE, NO_LOADER_CONFIG_TAG)
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "acceptance/test_tf_gpu_libraries.py", "--image", NO_LOADER_CONFIG_TAG,
+            [sys.executable, "-m", "pytest", "smoke_tests/test_tf_gpu_libraries.py", "--image", NO_LOADER_CONFIG_TAG,
              "-q", "-rfE", "-p", "no:cacheprovider", "-k", "try_dlopen_cuda_libraries_succeeds or open_later"],
             cwd=REPO, capture_output=True, text=True, timeout=900)
     finally:
         docker.images.remove(NO_LOADER_CONFIG_TAG, force=True)
     assert proc.returncode == 1, proc.stdout[-4000:]
-    assert "FAILED acceptance/test_tf_gpu_libraries.py::test_tensorflow_try_dlopen_cuda_libraries_succeeds" in proc.stdout
+    assert "FAILED smoke_tests/test_tf_gpu_libraries.py::test_tensorflow_try_dlopen_cuda_libraries_succeeds" in proc.stdout
     assert "TensorFlow cannot dlopen libcusolver.so.11" in proc.stdout
     # NVRTC sits outside cuDNN's directory: without the loader configuration cuDNN cannot open it
     assert "nvrtc" in proc.stdout and "libnvrtc.so.12" in proc.stdout

@@ -1,4 +1,4 @@
-"""The real builds of `make test` (their content is checked by the acceptance suite, acceptance/)."""
+"""The real builds of `make test` (their content is checked by the acceptance suite, smoke_tests/)."""
 
 from __future__ import annotations
 

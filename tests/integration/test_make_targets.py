@@ -150,7 +150,7 @@ def make_error(target: str, code: int) -> re.Pattern:
 
 def files_named_in(recipe: str) -> list[str]:
     """Repository files a (dry-run) recipe names, each of which must exist."""
-    return sorted(set(re.findall(r"(?<![\w/.])((?:scripts|images|compose|k8s|acceptance|tests|benchmarks|"
+    return sorted(set(re.findall(r"(?<![\w/.])((?:scripts|images|compose|k8s|smoke_tests|tests|benchmarks|"
                                  r"\.github|\.venv)/[\w.*/-]+)", recipe)))
 
 
@@ -529,8 +529,8 @@ ALIASES = {"run": ("smoke", "kerasenv smoke auto --build-missing"),
            "run-gpu": ("smoke-gpu", "kerasenv doctor --require-gpu"),
            "run-cpu": ("smoke-cpu", "kerasenv smoke tf2.21-cpu --build-missing"),
            "train-multiworker": ("multiworker", "kerasenv multiworker "),
-           "test-image": ("test-acceptance", "pytest acceptance --variant "),
-           "test-images": ("test-acceptance-all", "pytest acceptance $(for id in")}
+           "test-image": ("test-acceptance", "pytest smoke_tests --variant "),
+           "test-images": ("test-acceptance-all", "pytest smoke_tests $(for id in")}
 
 
 @pytest.mark.parametrize("alias", covers(*ALIASES))

@@ -75,7 +75,7 @@ class KerasTools:
         return self.has_tensorflow(variant) and variant.backend != "torch"
 
     def offers(self, variant) -> dict[str, str | None]:
-        """Each row of the issue's table (acceptance/keras_tools_script/tools.py's rows) -> None
+        """Each row of the issue's table (smoke_tests/keras_tools_script/tools.py's rows) -> None
         where the image offers it, else why not (docs/using/backends.md says the same)."""
         tf_keras = variant.keras_is_tf_keras
         keras = f"tf.keras {variant.keras}" if tf_keras else f"Keras {variant.keras}"

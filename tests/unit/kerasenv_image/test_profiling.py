@@ -1,7 +1,7 @@
 """kerasenv_image.profiling: which steps --profile captures, the window it times, and the
 input wait read from recorded real input-pipeline analyses (tests/fixtures/
 xprof-input-pipeline/, SOURCES.md there). The real profiler and plugin run in the images:
-acceptance/test_profile.py."""
+smoke_tests/test_profile.py."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ def test_the_writer_follows_the_backend(monkeypatch):
     assert isinstance(tb_writer.scalar_writer("/x", "tensorflow"), tb_writer.TensorboardWriter)
 
 # That TensorBoard reads what the TF-free writer writes is checked where tensorboard is
-# installed: in the images (acceptance/test_gpu_monitor.py, on every backend).
+# installed: in the images (smoke_tests/test_gpu_monitor.py, on every backend).
 
 
 def test_epoch_scalars_use_keras_tensorboard_callback_where_tensorflow_is(monkeypatch):

@@ -16,8 +16,8 @@ built kerasenv:tf2.21-cpu: 1.77 GB uncompressed, 124 s
 ========== 77 passed, 3 deselected in 131.20s (0:02:11) ==========
 [step] build tf2.21-cpu: 160 s, exit 0 (at +98..+258 s)
 [step] acceptance tf2.21-cpu: 133 s, exit 0 (at +258..+391 s)
-35.21s call     acceptance/test_hygiene.py::test_no_build_ca_in_the_image[tf2.21-cpu]
-2.10s setup    acceptance/test_user.py::test_default_user_is_keras_uid_1000[tf2.21-cpu]
+35.21s call     smoke_tests/test_hygiene.py::test_no_build_ca_in_the_image[tf2.21-cpu]
+2.10s setup    smoke_tests/test_user.py::test_default_user_is_keras_uid_1000[tf2.21-cpu]
 === 1 failed, 800 passed in 500.00s ===
 [step] pytest tests: 505 s, exit 1 (at +391..+896 s)
 """

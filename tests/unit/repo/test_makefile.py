@@ -36,9 +36,9 @@ def test_make_test_builds_and_accepts_every_debian_based_variant(real_matrix):
                            text=True, check=True).stdout
     for v in real_matrix.debian_based:
         assert re.search(rf"kerasenv build {re.escape(v.id)} --jupyter-only\b", lanes), v.id
-        assert re.search(rf"pytest acceptance --variant {re.escape(v.id)}\b", lanes), v.id
+        assert re.search(rf"pytest smoke_tests --variant {re.escape(v.id)}\b", lanes), v.id
     assert re.search(r"pytest tests -m 'not docker'", lanes) and re.search(r"pytest tests -m docker\b", lanes)
-    assert lanes.index("pytest tests -m 'not docker'") < lanes.index("pytest acceptance --variant")  # unit first
+    assert lanes.index("pytest tests -m 'not docker'") < lanes.index("pytest smoke_tests --variant")  # unit first
     # Each built once (a handover drops the giver's cache without building: kerasenv drop-build-cache).
     variants = re.findall(r"kerasenv build (\S+)(?! --jupyter-only)\s", lanes)
     flavours = re.findall(r"kerasenv build (\S+) --jupyter-only\b", lanes)

@@ -10,7 +10,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 DOC = REPO / "docs" / "reference" / "reliability.md"
-REFERENCE = re.compile(r"`((?:tests|acceptance)/[\w/]+\.py)(?:::(\w+))?`")
+REFERENCE = re.compile(r"`((?:tests|smoke_tests)/[\w/]+\.py)(?:::(\w+))?`")
 REFERENCES = sorted(set(REFERENCE.findall(DOC.read_text())))
 
 

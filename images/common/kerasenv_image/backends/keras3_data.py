@@ -1,6 +1,6 @@
 """What the JAX and PyTorch backends share: their input is numpy batches in a
 `keras.utils.PyDataset`: the smoke's batches stay on the backend's own path, though the images'
-tensorflow-cpu would serve tf.data too (acceptance/test_keras_tools.py)."""
+tensorflow-cpu would serve tf.data too (smoke_tests/test_keras_tools.py)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ sonames' majors are those of the NVIDIA wheels installed (libcudnn.so.9, libcubl
 so nothing is imported: the audit reads files only.
 
 Run in the image, as root (it searches the whole file system), as
-`python -m kerasenv_image.probes.cuda_audit` (acceptance/test_cuda_libraries.py).
+`python -m kerasenv_image.probes.cuda_audit` (smoke_tests/test_cuda_libraries.py).
 """
 
 from __future__ import annotations

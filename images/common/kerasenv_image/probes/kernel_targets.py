@@ -31,7 +31,7 @@ nvidia-cuda-cuobjdump wheel on TF 2.14-2.21, jax-cuda12 0.10.2 and torch 2.15.0)
   sm_103, perhaps family-specific `f`); both are reported as the plain arch, as cuobjdump does.
 
 Run in an image as `python -m kerasenv_image.probes.kernel_targets [--json]`
-(`kerasenv kernel-targets ID`, acceptance/test_kernel_targets.py), or on files:
+(`kerasenv kernel-targets ID`, smoke_tests/test_kernel_targets.py), or on files:
 `python -m kerasenv_image.probes.kernel_targets FILE...`.
 """
 

@@ -1,5 +1,5 @@
 """`kerasenv doctor --container`: reading the in-image probe, and what is reported when
-the GPU container cannot start (the probe itself runs in the images: acceptance/)."""
+the GPU container cannot start (the probe itself runs in the images: smoke_tests/)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The pure parts of JAX's and PyTorch's GPU-library probes and of the dispatch in
-gpu_libraries (the probes run in the images: acceptance/test_backend_gpu_libraries.py)."""
+gpu_libraries (the probes run in the images: smoke_tests/test_backend_gpu_libraries.py)."""
 
 from __future__ import annotations
 

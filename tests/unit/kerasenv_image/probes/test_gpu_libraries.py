@@ -1,5 +1,5 @@
 """The pure parts of TensorFlow's GPU-library probe (kerasenv_image.probes.gpu_libraries; the
-probe itself runs in the images: acceptance/test_tf_gpu_libraries.py)."""
+probe itself runs in the images: smoke_tests/test_tf_gpu_libraries.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """ptxas probe: the PTX it writes per target and which ptxas XLA would use (compiling runs
-in the images: acceptance/test_backend_gpu_libraries.py)."""
+in the images: smoke_tests/test_backend_gpu_libraries.py)."""
 
 from __future__ import annotations
 

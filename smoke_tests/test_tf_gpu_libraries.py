@@ -18,8 +18,8 @@ from .conftest import run_once
 
 FAMILIES = {"cuda"}
 NOT_TF = ("TryDlopenCUDALibraries() is the CUDA build of TensorFlow's, and this {backend} image's TensorFlow is "
-          "tensorflow-cpu (tf.data, TensorBoard: acceptance/test_keras_tools.py): its own backend's check is "
-          "acceptance/test_backend_gpu_libraries.py")
+          "tensorflow-cpu (tf.data, TensorBoard: smoke_tests/test_keras_tools.py): its own backend's check is "
+          "smoke_tests/test_backend_gpu_libraries.py")
 SITE = "/opt/venv/lib/python{python}/site-packages/nvidia/"
 # What TryDlopenCUDALibraries() opens (tsl/platform/default/dso_loader.cc), by library dir.
 TRY_DLOPEN_LIBRARIES = ("cuda_runtime", "cublas", "cufft", "cusolver", "cusparse", "cudnn")

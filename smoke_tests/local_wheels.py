@@ -6,7 +6,7 @@
 
 Each wheel holds one module (`<module>/__init__.py` with VERSION = "<version>") and the
 dist-info files pip reads: METADATA, WHEEL and a RECORD with every file's sha256.
-Used by acceptance/test_pip_install.py and tests/integration/test_run_project.py.
+Used by smoke_tests/test_pip_install.py and tests/integration/test_run_project.py.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def test_library_reports_the_locked_version(audit, target, library):
 def test_ptxas_comes_from_the_pinned_nvcc_wheel_and_matches_cuda(audit, target):
     if target.variant.backend == "torch":
         pytest.skip("PyTorch images carry no nvcc wheel: Triton's own ptxas compiles torch.compile's kernels "
-                    "(checked in acceptance/test_backend_gpu_libraries.py)")
+                    "(checked in smoke_tests/test_backend_gpu_libraries.py)")
     site = SITE.format(python=target.variant.python)
     assert audit["ptxas"]["path"] == f"{site}/cuda_nvcc/bin/ptxas"
     nvcc = next(v for k, v in target.variant.cuda_wheels().items() if k.startswith("nvidia-cuda-nvcc-"))

@@ -7,7 +7,7 @@ PyTorch, `import torch` and the libraries it opens later. /proc/self/maps says w
 file each came from; all must be the pinned wheels'. JAX must fall back to the CPU (its
 plugin's cuInit error is the evidence) and ptxas must compile for the lowest target and
 sm_100a / sm_120a (XLA's ptxas for JAX, Triton's for PyTorch). TensorFlow images have
-their own check (TryDlopenCUDALibraries(), acceptance/test_tf_gpu_libraries.py).
+their own check (TryDlopenCUDALibraries(), smoke_tests/test_tf_gpu_libraries.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ SITE = "/opt/venv/lib/python{python}/site-packages/nvidia/"
 @pytest.fixture(scope="module", autouse=True)
 def _jax_and_torch_images_only(target):
     if target.variant.backend == "tensorflow":
-        pytest.skip("a TensorFlow image: its own check, TryDlopenCUDALibraries(), is acceptance/test_tf_gpu_libraries.py")
+        pytest.skip("a TensorFlow image: its own check, TryDlopenCUDALibraries(), is smoke_tests/test_tf_gpu_libraries.py")
 
 
 @pytest.fixture(scope="module")

@@ -35,14 +35,14 @@ KERNEL_PTX = """.version 7.8
 def uses_xla(target) -> None:
     if target.variant.backend == "torch":
         pytest.skip("PyTorch does not compile with XLA and its image has no nvcc wheel (no XLA_FLAGS, no "
-                    "libdevice): Triton's own ptxas is checked in acceptance/test_backend_gpu_libraries.py")
+                    "libdevice): Triton's own ptxas is checked in smoke_tests/test_backend_gpu_libraries.py")
 
 
 def label_lists_tensorflows_kernels(target) -> None:
     if target.variant.backend != "tensorflow":
         pytest.skip("the kernel here is PTX ISA 7.8, which reaches up to sm_90, and this "
                     f"{target.variant.backend} image's label lists Blackwell targets (ISA >= 8.6): its ptxas is "
-                    "checked for its lowest target and sm_100a/sm_120a in acceptance/test_backend_gpu_libraries.py")
+                    "checked for its lowest target and sm_100a/sm_120a in smoke_tests/test_backend_gpu_libraries.py")
 
 
 def image_env(image) -> dict[str, str]:

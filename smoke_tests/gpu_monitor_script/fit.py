@@ -1,6 +1,6 @@
 """A user's own Keras script with kerasenv's GpuMonitor (what the README shows), on the image's
 Keras backend (tf.keras 2, or Keras 3 on TensorFlow, JAX or PyTorch), run by
-acceptance/test_gpu_monitor.py: `python fit.py LOG_DIR`. Prints one JSON line: the
+smoke_tests/test_gpu_monitor.py: `python fit.py LOG_DIR`. Prints one JSON line: the
 monitor's per-epoch numbers, what it reported, and the processes still running under
 this one after fit() (nvidia-smi must not be among them)."""
 

@@ -1,7 +1,7 @@
 """`pip install` on top of the image works for its user and for any UID in group 0, and
 cannot replace what the image pins (/etc/pip.conf -> /etc/kerasenv/constraints.txt).
 
-The wheels are written here (acceptance/local_wheels.py) and installed with --no-index
+The wheels are written here (smoke_tests/local_wheels.py) and installed with --no-index
 from a read-only mount, in containers without a network. Each install gets a fresh
 container, so nothing installed by one test is seen by another.
 """

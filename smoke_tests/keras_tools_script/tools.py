@@ -13,7 +13,7 @@
 
 Every row is tried and reported, never assumed: {"rows": {name: {"ok": bool, "error": str,
 ...}}} as the last line of stdout. Which rows must pass in which image is the test's business
-(acceptance/test_keras_tools.py, from the matrix). Exits 0 unless the script itself broke.
+(smoke_tests/test_keras_tools.py, from the matrix). Exits 0 unless the script itself broke.
 """
 
 import json
@@ -60,7 +60,7 @@ def mapped_cuda_libraries() -> list:
 # TensorFlow's import and a tf.data pipeline map on top is TensorFlow's own. (TensorFlow 2.21's
 # own import imports Keras and so the backend: imported first, TensorFlow's CUDA-library
 # count would include PyTorch's. The TensorFlow-first order is the `tensorboard` command's,
-# checked in acceptance/test_profile.py.)
+# checked in smoke_tests/test_profile.py.)
 from importlib.metadata import version  # noqa: E402
 
 if BACKEND == "tensorflow":

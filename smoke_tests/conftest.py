@@ -1,10 +1,10 @@
 """Acceptance suite for built kerasenv images: pytest + pytest-testinfra + docker SDK.
 
-    pytest acceptance --variant tf2.21-cpu          # kerasenv:<id> built here
-    pytest acceptance --image REGISTRY/kerasenv:TAG # any image; its io.kerasenv.variant
+    pytest smoke_tests --variant tf2.21-cpu          # kerasenv:<id> built here
+    pytest smoke_tests --image REGISTRY/kerasenv:TAG # any image; its io.kerasenv.variant
                                                      # label names the matrix entry
-    pytest acceptance --variant ID --gpu            # GPU tests too; a missing GPU FAILS
-    pytest acceptance --all-variants                # every Debian-based variant of the matrix
+    pytest smoke_tests --variant ID --gpu            # GPU tests too; a missing GPU FAILS
+    pytest smoke_tests --all-variants                # every Debian-based variant of the matrix
                                                      # (what `make test` and CI run); an image
                                                      # that is not built is an error
 
