@@ -170,18 +170,20 @@ test: test-prereqs ## everything: prerequisites, drift check, lint, build every 
 	@# One Debian archive state for every build of the run (`kerasenv debian-updates`): the
 	@# variants share their base layers even if Debian publishes in the middle of it.
 	KERASENV_DEBIAN_UPDATES="$${KERASENV_DEBIAN_UPDATES:-$$($(KERASENV) debian-updates)}" \
-	  $(MAKE) --no-print-directory -j2 --output-sync=line test-lanes
+	  $(MAKE) --no-print-directory -j3 --output-sync=line test-lanes
 	@if [ -s $(TEST_FAILURES) ]; then echo "make test: FAILED: $$(paste -sd, $(TEST_FAILURES) | sed 's/,/, /g')" >&2; rm -f $(TEST_FAILURES); exit 1; fi
 	@echo "make test: every step passed"
 
-# --- make test's two lanes, run side by side by `make -j2` -----------------------------------
+# --- make test's three lanes, run side by side by `make -j3` ---------------------------------
 # The build lane builds every Debian-based variant, one after the other, then runs the
-# integration tests (the images they use: IMAGES_FOR_INTEGRATION below). The test lane
-# runs the unit tests while the first image builds, then, as soon as each image is built, its
-# JupyterLab flavour (a layer on it) and the acceptance suite on both. A build leaves one of two
-# cores idle most of the time (downloads, one-core unpacking, layer commits), so the tests of one
-# variant run during the build of the next. A failed step is recorded and the lanes go on, so
-# one run names every failure; `make test` fails at the end if any did.
+# integration tests (the images they use: IMAGES_FOR_INTEGRATION below). Two test lanes take
+# the built variants in turn (the first every other variant from the first, the second from the
+# second): as soon as a variant is built, its JupyterLab flavour (a layer on it) and the
+# acceptance suite on both. A build leaves one of two cores idle most of the time (downloads,
+# one-core unpacking, layer commits), and an acceptance run is mostly one Python importing its
+# framework in one container after another: one test lane left a core idle, and the acceptance
+# runs were the longest lane (measured: docs/contributing/ci.md). A failed step is recorded and
+# the lanes go on, so one run names every failure; `make test` fails at the end if any did.
 DEBIAN_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^family = /{if ($$2 != "rocm") print id}' images/matrix.toml)
 # The lanes take the variants in the matrix's order, but the quickest build first (the JAX CPU
 # image, about 90 s cold): the test lane, done with the unit tests, waits for the first image,
@@ -224,25 +226,28 @@ record_failure = || echo '$(1)' >> $(TEST_FAILURES)
 timed = scripts/timed-step '$(1)'
 
 define test_lane_steps
-# $(1): the variant, $(2): the one before it in LANE_VARIANTS (empty for the first)
+# $(1): the variant, $(2): the one before it in LANE_VARIANTS (empty for the first), $(3): the
+# one two before it (the previous of its test lane; empty for the first two)
 test-build-$(1): $(if $(2),test-build-$(2)) venv
 	$$(call timed,build $(1)) $$(KERASENV) build $(1) $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT) $(cache_givers)),,--drop-build-cache) $$(call record_failure,build $(1))
 	$(if $(call giver_of,$(1)),$$(KERASENV) drop-build-cache $(call giver_of,$(1)) $$(call record_failure,drop the build cache of $(call giver_of,$(1))))
-test-accept-$(1): test-build-$(1) $(if $(2),test-accept-$(2))
+test-accept-$(1): test-build-$(1) $(if $(3),test-accept-$(3))
 	$$(call timed,build $(1)-jupyter) $$(KERASENV) build $(1) --jupyter-only $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1)-jupyter)
 	$$(call timed,acceptance $(1)) $$(VENV)/bin/pytest smoke_tests --variant $(1) $$(PYTEST_ARGS) $$(call record_failure,acceptance $(1))
 	$(if $(filter-out $(IMAGES_FOR_INTEGRATION),$(1)-jupyter $(1)),$$(if $$(DROP_TESTED_IMAGES),docker rmi $(addprefix kerasenv:,$(filter-out $(IMAGES_FOR_INTEGRATION),$(1)-jupyter $(1))) >/dev/null $$(call record_failure,drop images of $(1))))
 endef
-$(foreach i,$(shell seq $(words $(LANE_VARIANTS))),$(eval $(call test_lane_steps,$(word $(i),$(LANE_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(LANE_VARIANTS))))))
+$(foreach i,$(shell seq $(words $(LANE_VARIANTS))),$(eval $(call test_lane_steps,$(word $(i),$(LANE_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(LANE_VARIANTS))),$(if $(filter 1 2,$(i)),,$(word $(shell expr $(i) - 2),$(LANE_VARIANTS))))))
+# The last acceptance step of each test lane.
+last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(shell expr $(words $(LANE_VARIANTS)) - 1),$(LANE_VARIANTS)))
 
-test-lanes: test-accept-$(lastword $(LANE_VARIANTS)) $(integration_step) $(integration_test_lane_step) ## what `make test` runs after lint, in two lanes (use `make -j2 test-lanes`): builds, and the tests of each built image
+test-lanes: $(last_accepts) $(integration_step) $(integration_test_lane_step) ## what `make test` runs after lint, in three lanes (use `make -j3 test-lanes`): builds, and the tests of each built image
 
 # The integration tests close the build lane: once every image is built they run beside the
 # acceptance runs still going (they need IMAGES_FOR_INTEGRATION, and
 # each suite labels its containers as its own session's).
 $(integration_step): test-build-$(lastword $(LANE_VARIANTS))
 	$(call timed,integration tests) $(VENV)/bin/pytest tests -m docker $(addprefix --ignore=,$(INTEGRATION_IN_TEST_LANE)) $(PYTEST_ARGS) $(call record_failure,integration tests (pytest tests -m docker))
-$(integration_test_lane_step): test-accept-$(lastword $(LANE_VARIANTS))
+$(integration_test_lane_step): $(last_accepts)
 	$(call timed,integration tests (test lane)) $(VENV)/bin/pytest $(INTEGRATION_IN_TEST_LANE) -m docker $(PYTEST_ARGS) $(call record_failure,integration tests (test lane: $(notdir $(INTEGRATION_IN_TEST_LANE))))
 
 # The tests that need no Docker open the test lane: they fill the time the first build takes.

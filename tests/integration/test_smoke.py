@@ -82,7 +82,7 @@ def test_huge_learning_rate_fails_training_with_exit_4(built_images, matrix, run
 
 def test_bad_gpus_spec_is_rejected_before_docker(runs):
     proc = smoke("tf2.21-cpu", runs, "--gpus", "two")
-    assert proc.returncode == 2 and "is not a GPU request Docker accepts" in proc.stderr
+    assert proc.returncode == 2 and "is not a GPU request: use all" in proc.stderr
 
 
 @pytest.fixture

@@ -28,10 +28,11 @@ def test_plain_make_prints_help():
 
 def test_make_test_builds_and_accepts_every_debian_based_variant(real_matrix):
     """No untested row: `make test` (CI's command) builds every variant of the matrix but ROCm,
-    with its JupyterLab flavour, and runs the acceptance suite on each, in its two lanes."""
+    with its JupyterLab flavour, and runs the acceptance suite on each, in its three lanes (one
+    build lane, two test lanes taking the built variants in turn)."""
     recipe = subprocess.run(["make", "--no-print-directory", "-n", "test"], cwd=REPO, capture_output=True,
                             text=True, check=True).stdout
-    assert re.search(r"make --no-print-directory -j2 --output-sync=line test-lanes$", recipe, re.M)
+    assert re.search(r"make --no-print-directory -j3 --output-sync=line test-lanes$", recipe, re.M)
     lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes"], cwd=REPO, capture_output=True,
                            text=True, check=True).stdout
     for v in real_matrix.debian_based:
@@ -39,6 +40,17 @@ def test_make_test_builds_and_accepts_every_debian_based_variant(real_matrix):
         assert re.search(rf"pytest smoke_tests --variant {re.escape(v.id)}\b", lanes), v.id
     assert re.search(r"pytest tests -m 'not docker'", lanes) and re.search(r"pytest tests -m docker\b", lanes)
     assert lanes.index("pytest tests -m 'not docker'") < lanes.index("pytest smoke_tests --variant")  # unit first
+    # Two test lanes: each acceptance step waits for its build and for the acceptance two before
+    # it in build order (the first two for their builds only: the first after the unit tests).
+    rules = dict(re.findall(r"^test-accept-(\S+): (.+)$", subprocess.run(
+        ["make", "-pn", "test-lanes"], cwd=REPO, capture_output=True, text=True).stdout, re.M))
+    built = re.findall(r"kerasenv build (\S+) (?!--jupyter-only)", lanes)
+    assert sorted(built) == sorted(v.id for v in real_matrix.debian_based)
+    for i, vid in enumerate(built):
+        prereqs = rules[vid].split()
+        assert prereqs[0] == f"test-build-{vid}", vid
+        assert prereqs[1:] == ([f"test-accept-{built[i - 2]}"] if i >= 2 else
+                               ["test-unit-lane-step"] if i == 0 else []), vid
     # Each built once (a handover drops the giver's cache without building: kerasenv drop-build-cache).
     variants = re.findall(r"kerasenv build (\S+)(?! --jupyter-only)\s", lanes)
     flavours = re.findall(r"kerasenv build (\S+) --jupyter-only\b", lanes)
