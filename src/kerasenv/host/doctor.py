@@ -116,6 +116,11 @@ kernel_support = kernel_choice.kernel_support
 def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
     name = f"variant {v.id}"
     nv = facts.nvidia
+    if not shape_checks.runs_here(facts):
+        why = (" (and TensorFlow from PyPI is CPU-only on aarch64, tensorflow/tensorflow#121157)"
+               if v.backend == "tensorflow" and v.family == "cuda" else "")
+        return Check(FAIL, name, f"a linux/{shape_checks.IMAGE_ARCH} image: this {facts.machine} host cannot run it"
+                                 f"{why}", shape_checks.ARM64_FIX)
     if v.family == "cpu":
         return Check(PASS, name, "runs on any x86_64 host (CPU only)")
     if v.family == "rocm":
@@ -232,6 +237,9 @@ def _preference(usable: list[Variant], status: dict[str, str], facts: HostFacts,
 def judge(facts: HostFacts, matrix: Matrix) -> Report:
     host = host_checks(facts)
     verdicts = [variant_verdict(v, facts, matrix) for v in matrix.variants]
+    if not shape_checks.runs_here(facts):  # no image of the matrix runs on this CPU: no pick
+        return Report(host, verdicts, "", f"no kerasenv image for {facts.machine} (they are "
+                                          f"linux/{shape_checks.IMAGE_ARCH})", False)
     toolkit_ok = any(c.name == "container-toolkit" and c.status == PASS for c in host)
     usable = [v for v, c in zip(matrix.variants, verdicts) if v.family == "cuda" and c.status in (PASS, WARN)]
     preferred = _preference(usable, {v.id: c.status for v, c in zip(matrix.variants, verdicts)}, facts, matrix)
@@ -251,5 +259,6 @@ def format_text(report: Report) -> str:
         lines.append(f"{check.status:<4}  {check.name:<26} {check.message}")
         if check.fix and check.status in (FAIL, WARN):
             lines.append(f"{'':<6}{'':<26} fix: {check.fix}")
-    lines.append(f"recommended: kerasenv:{report.recommended} ({report.reason})")
+    lines.append(f"recommended: kerasenv:{report.recommended} ({report.reason})" if report.recommended else
+                 f"recommended: none ({report.reason}): {shape_checks.ARM64_FIX}")
     return "\n".join(lines)

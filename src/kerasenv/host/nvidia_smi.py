@@ -37,7 +37,8 @@ _MIG_ROW_RE = re.compile(r"^\|\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\|")
 # on into more digits ("L4" is not "L40").
 COMPUTE_CAPABILITY_BY_NAME: tuple[tuple[str, str], ...] = (
     (r"GH200|H200|H100|H800", "9.0"),
-    (r"B200|B100", "10.0"), (r"RTX 50\d\d|RTX PRO 6000 BLACKWELL", "12.0"),
+    (r"GB10", "12.1"), (r"GB300|B300", "10.3"), (r"GB200|B200|B100", "10.0"),
+    (r"RTX 50\d\d|RTX PRO 6000 BLACKWELL", "12.0"),
     (r"L40S?|L4|RTX 40\d\d|ADA GENERATION", "8.9"),
     (r"A100|A800|A30", "8.0"),
     (r"A40|A10G?|A16|A2|RTX 30\d\d|RTX A\d+", "8.6"),

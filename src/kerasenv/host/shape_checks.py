@@ -19,6 +19,16 @@ from ..matrix.schema import Variant
 from .checks import FAIL, INFO, PASS, WARN, Check
 from .facts import HostFacts
 
+# Every image of the matrix is linux/amd64: its Dockerfiles build FROM the amd64 Debian base
+# and install manylinux x86_64 wheels. arm64 images (Grace: GH200, GB200, DGX Spark) are
+# docs/using/grace-arm64.md's subject: prototyped, not shipped (this CI cannot build and check
+# them under emulation within its budget).
+IMAGE_ARCH = "amd64"
+ARCH_OF_MACHINE = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+ARM64_FIX = ("on arm64 use NVIDIA's NGC containers, which ship linux/arm64 (nvcr.io/nvidia/jax, "
+             "nvcr.io/nvidia/pytorch), or check JAX/PyTorch installed natively with `kerasenv gpu-host-check` "
+             "(docs/using/grace-arm64.md)")
+
 # CUDA enumerates one MIG device per process before R570; from R570 every MIG device handed
 # to the process is a CUDA device (shared/reference/compatibility.md, "MIG").
 MIG_MANY_PER_PROCESS = "570"
@@ -45,6 +55,15 @@ DEFECTS = (
 )
 
 
+def host_arch(facts: HostFacts) -> str:
+    return ARCH_OF_MACHINE.get(facts.machine, facts.machine)
+
+
+def runs_here(facts: HostFacts) -> bool:
+    """Whether this host's CPU runs the images at all (they are linux/amd64)."""
+    return host_arch(facts) == IMAGE_ARCH
+
+
 def os_of(facts: HostFacts) -> str:
     """Whose driver floors apply: the Windows driver's under WSL2, else Linux's."""
     return "windows" if facts.wsl.present else "linux"
@@ -64,7 +83,7 @@ def usable_here(facts: HostFacts):
 # --- the lines -------------------------------------------------------------------------
 
 def host_checks(facts: HostFacts, root: str = "/") -> list[Check]:
-    checks = [platform_check(facts)]
+    checks = [arch_check(facts), platform_check(facts)]
     if facts.engine is not None:
         checks.append(engine_check(facts, root))
     mig = mig_check(facts)
@@ -77,6 +96,17 @@ def host_checks(facts: HostFacts, root: str = "/") -> list[Check]:
 def _gpus_here(facts: HostFacts) -> bool:
     nv = facts.nvidia
     return nv.present and not nv.error and bool(nv.gpus)
+
+
+def arch_check(facts: HostFacts) -> Check:
+    """The CPU architecture against the images': an amd64 image on an arm64 host fails at once
+    with `exec format error`, the one-line answer Grace users got instead of this."""
+    arch = host_arch(facts)
+    if arch == IMAGE_ARCH:
+        return Check(PASS, "architecture", f"{facts.machine}: kerasenv's images are linux/{IMAGE_ARCH}")
+    grace = " (NVIDIA Grace: GH200, GB200, DGX Spark / GB10)" if arch == "arm64" else ""
+    return Check(FAIL, "architecture", f"{facts.machine}{grace}: kerasenv's images are linux/{IMAGE_ARCH} only and "
+                                       "cannot run here (`exec format error`)", ARM64_FIX)
 
 
 def platform_check(facts: HostFacts) -> Check:

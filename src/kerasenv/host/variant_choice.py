@@ -23,8 +23,11 @@ def recommended(matrix: Matrix, client) -> tuple[Variant, str]:
     """Doctor's recommendation for this host (NVIDIA GPU and toolkit, else an AMD GPU,
     else the CPU image), and its reason."""
     from . import doctor
+    from ..errors import UsageError
 
     report = doctor.judge(doctor.gather(lambda: client), matrix)
+    if not report.recommended:
+        raise UsageError(f"no image to pick: {report.reason}; `kerasenv doctor` says what to use instead")
     return matrix.get(report.recommended), report.reason
 
 

@@ -165,3 +165,38 @@ def test_every_shape_line_is_in_the_json_report(real_matrix, monkeypatch):
     names = [c["name"] for c in report["host"]]
     for name in ("wsl2", "engine", "mig", "cdi"):
         assert names.count(name) == 1
+
+
+# --- arm64 (Grace) ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("smi", ["gb10-580", "gh200-550"])  # DGX Spark (a capture); GH200 (a simulator's)
+def test_on_an_arm64_host_every_image_is_refused_by_name_and_none_is_recommended(real_matrix, monkeypatch, smi):
+    from dataclasses import replace
+
+    facts = replace(host(monkeypatch, smi), machine="aarch64")
+    report = doctor.judge(facts, real_matrix)
+    arch = line(report, "architecture")
+    assert arch.status == FAIL and "linux/amd64 only" in arch.message and "exec format error" in arch.message
+    assert "nvcr.io/nvidia/jax" in arch.fix and "gpu-host-check" in arch.fix
+    v = verdicts(report)
+    assert all(c.status == FAIL for c in v.values())
+    assert "tensorflow/tensorflow#121157" in v["tf2.21-cuda12.9"].message  # TF's aarch64 wheel: CPU-only
+    assert report.recommended == "" and not report.gpu_usable
+    assert doctor.format_text(report).splitlines()[-1].startswith("recommended: none (no kerasenv image for aarch64")
+
+
+def test_the_gb10_is_read_as_compute_capability_121_and_its_memory_as_unknown(monkeypatch):
+    facts = host(monkeypatch, "gb10-580")
+    (gpu,) = facts.nvidia.gpus
+    assert (gpu.name, gpu.compute_capability, gpu.memory_mib) == ("NVIDIA GB10", "12.1", None)
+
+
+def test_auto_on_an_arm64_host_is_one_line_not_an_amd64_container(real_matrix, monkeypatch):
+    from dataclasses import replace
+
+    from kerasenv.host import variant_choice
+
+    facts = replace(host(monkeypatch, "gb10-580"), machine="aarch64")
+    monkeypatch.setattr(doctor, "gather", lambda client_factory: facts)
+    with pytest.raises(UsageError, match="no image to pick: no kerasenv image for aarch64"):
+        variant_choice.recommended(real_matrix, object())
