@@ -89,6 +89,14 @@ if [ "$need_devcontainer" -eq 1 ]; then
   me "npm install -g @devcontainers/cli"
   npm install -g --silent @devcontainers/cli >/dev/null
 fi
+drop_stale_pid() {  # FILE NAME: remove FILE unless its pid is a running NAME process
+  local file=$1 name=$2 pid
+  [ -f "$file" ] || return 0
+  pid=$(cat "$file" 2>/dev/null || true)
+  if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ]; then return 0; fi
+  me "removing the stale $file (pid ${pid:-none} is not a running $name)"
+  rm -f "$file"
+}
 if ! docker_up; then
   if [ -d /run/systemd/system ] && systemctl cat docker.service >/dev/null 2>&1; then
     me "systemctl start docker"
@@ -96,6 +104,13 @@ if ! docker_up; then
   else
     # No systemd (a container, this CI): dockerd in its own session, so a Ctrl-C to
     # `make test` does not stop the daemon under the tests.
+    # A pid file left by a daemon that did not stop cleanly (a machine restored from a snapshot,
+    # a killed container) names a pid that another process may now have: dockerd then takes
+    # containerd for running, waits for a socket nobody serves and gives up after a minute
+    # ("libcontainerd: containerd is still running", measured here). A pid file whose process is
+    # not that daemon is stale: remove it.
+    drop_stale_pid /var/run/docker.pid dockerd
+    drop_stale_pid /var/run/docker/containerd/containerd.pid containerd
     me "starting dockerd (log: /var/log/kerasenv-dockerd.log)"
     setsid nohup dockerd >/var/log/kerasenv-dockerd.log 2>&1 < /dev/null &
   fi
