@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write benchmarks/ci-times.md from the log of one `.ci/run`: the one place that keeps the
-measured CI figures (total, each step of `make test`'s two lanes, each build, the slowest
+measured CI figures (total, each step of `make test`'s lanes, each build, the slowest
 tests, the peak disk), so no prose has to repeat numbers that change with every run.
 
 The file keeps one section for the last cold run (no kerasenv image in Docker at the start)
@@ -24,7 +24,7 @@ HEADER = """# CI times, as measured
 
 Written by `.ci/run` ([`scripts/ci_times.py`](../scripts/ci_times.py)) from its own log at the
 end of each run; commit it after a run worth keeping. Nothing else in the repository repeats
-these figures. How `make test` spends its time (its two lanes) is in
+these figures. How `make test` spends its time (its three lanes) is in
 [docs/contributing/ci.md](../docs/contributing/ci.md).
 """
 

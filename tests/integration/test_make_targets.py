@@ -74,7 +74,7 @@ TARGETS = {
     "lint": "real: hadolint, the compose and workflow schemas, the k8s manifests",
     "test-unit": "real: PYTEST_ARGS= one unit test (-k)",
     "test-prereqs": "real: silent when everything is there",
-    "test": "make -n: test-prereqs, then the drift check, lint and make -j2 test-lanes",
+    "test": "make -n: test-prereqs, then the drift check, lint and make -j3 test-lanes",
     "test-lanes": "make -n: builds, unit tests, acceptance per variant, integration tests (and scripts/timed-step exists)",
     "test-acceptance": "real: VARIANT=tf2.21-cpu PYTEST_ARGS='-k test_label_urls_are_https'",
     "test-acceptance-all": "real: PYTEST_ARGS='-k test_label_urls_are_https' on every built variant",
@@ -119,7 +119,7 @@ MAKEFILE = (REPO / "Makefile").read_text()
 # The Makefile's own variables (VARIANT ?= ...): left out of make's environment, so a value
 # exported by whoever runs the suite cannot change which recipe a test sees.
 MAKE_VARIABLES = set(re.findall(r"^([A-Z_]+)\s*\?=", MAKEFILE, re.M))
-# The outer make's flags (`make test` runs this suite): its jobserver, -j2 and its PYTEST_ARGS
+# The outer make's flags (`make test` runs this suite): its jobserver, -j3 and its PYTEST_ARGS
 # would reach the inner make through them.
 OUTER_MAKE = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"}
 # What compose/compose.yaml reads from the environment (as conftest.compose(clean_env=True)).
@@ -509,7 +509,7 @@ def test_test_runs_prereqs_drift_check_lint_and_the_lanes():
     assert "bash scripts/test-prereqs.sh" in lines[0], ran(proc)
     assert re.search(r"kerasenv generate --check$", proc.stdout, re.M), ran(proc)
     assert re.search(r"make --no-print-directory lint$", proc.stdout, re.M), ran(proc)
-    assert re.search(r"make --no-print-directory -j2 --output-sync=line test-lanes$", proc.stdout, re.M), ran(proc)
+    assert re.search(r"make --no-print-directory -j3 --output-sync=line test-lanes$", proc.stdout, re.M), ran(proc)
     assert_files_exist(proc.stdout)
 
 

@@ -24,6 +24,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from kerasenv.engine import docker_client
 from kerasenv.publish import registry as registry_mod
 
 from .conftest import REPO, default_signal_dispositions, free_port, kerasenv
@@ -84,17 +85,16 @@ class Registry:
 
 def _untag(docker, prefixes: list[str]) -> None:
     """Remove the local tags starting with one of `prefixes` (tags only: the image stays)."""
-    for image in docker.images.list():
-        for tag in image.tags:
-            if any(tag.startswith(p) for p in prefixes):
-                docker.images.remove(tag)
+    for tag in docker_client.local_tags(docker):
+        if any(tag.startswith(p) for p in prefixes):
+            docker.images.remove(tag)
 
 
 @pytest.fixture(scope="module")
 def throwaway(docker, tmp_path_factory):
     """Two throwaway variants in a copy of the matrix; the first is `debian:bookworm-slim`
     tagged `kerasenv:<id>`, the second is never built or pushed."""
-    if not docker.images.list(name=SMALL_IMAGE):
+    if not docker_client.has_image(docker, SMALL_IMAGE):
         pytest.fail(f"{SMALL_IMAGE} is missing here: `docker pull {SMALL_IMAGE}` (it is the images' base)")
     vid = f"flaky-{uuid.uuid4().hex[:8]}"
     missing = f"{vid}-missing"

@@ -49,6 +49,21 @@ def client() -> "docker.DockerClient":
     return c
 
 
+def local_tags(c, name: str | None = None) -> set[str]:
+    """The tags of the engine's local images (those of `name`, a repository or ref, if given).
+
+    One `GET /images/json`, never docker-py's `images.list()`: that inspects each listed image
+    in a second request, and an image removed between the two (another terminal's `docker rmi`,
+    make test's other lane) made the whole listing fail with "404 ... no such image" (seen in
+    CI: `kerasenv doctor` then called the daemon unreachable)."""
+    return {t for row in c.api.images(name=name) for t in (row.get("RepoTags") or []) if t != "<none>:<none>"}
+
+
+def has_image(c, ref: str) -> bool:
+    """Whether `ref` (repository:tag) is a local image; race-free as local_tags."""
+    return bool(local_tags(c, name=ref))
+
+
 # Docker unpacks zstd-compressed layers from 23.0 on (moby/moby#41759, "compression: add support
 # for the zstd algorithm", first released in 23.0.0); 20.10 fails the pull with `failed to register layer:
 # Error processing tar file(exit status 1): archive/tar: invalid tar header` (seen here,

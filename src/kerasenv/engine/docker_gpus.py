@@ -56,10 +56,9 @@ def _probe_image(client, preferred: str | None) -> str | None:
 
     candidates = [preferred] if preferred else []
     try:
-        local = client.images.list()
+        tagged = sorted(docker_client.local_tags(client))
     except Exception:  # noqa: BLE001
-        local = []
-    tagged = [t for image in local for t in (image.tags or [])]
+        tagged = []
     candidates += sorted(t for t in tagged if t.startswith("kerasenv:")) + ["debian:bookworm-slim"] + tagged
     for ref in candidates:
         try:

@@ -107,7 +107,7 @@ def gather(client_factory, nvidia_exe: str | None = None, root: str = "/") -> Ho
         facts.docker_runtimes = sorted((info.get("Runtimes") or {}).keys())
         facts.docker_version = info.get("ServerVersion")
         facts.engine = engine_facts.parse(client.version(), info)
-        facts.local_images = {t for image in client.images.list() for t in (image.tags or [])}
+        facts.local_images = docker_client.local_tags(client)
         facts.cuda_cache_volumes = sorted(v.name for v in client.volumes.list(
             filters={"label": f"{docker_client.KIND_LABEL}=cuda-cache"}))
     except Exception as exc:  # DockerUnavailable carries the one-line fix

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from ..engine.docker_client import PROJECT_LABEL
+from ..engine.docker_client import PROJECT_LABEL, has_image
 from ..errors import BuildFailed, UsageError
 from ..matrix.schema import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, REPO_ROOT, Matrix, Variant
 from .generate import BUILD_DIR
@@ -192,7 +192,7 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     revision = git_revision()
     buildargs = {"KERASENV_REVISION": revision, "KERASENV_CREATED": build_date(revision)}
     if jupyter:
-        if not client.images.list(name=v.image_ref):
+        if not has_image(client, v.image_ref):
             raise UsageError(f"{v.image_ref} is not built here; the JupyterLab flavour is built on it: "
                              f"run `kerasenv build {v.id}` first")
         buildargs["VARIANT_IMAGE"] = v.image_ref

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine.docker_client import CLI_PID_LABEL, KIND_LABEL, PROJECT_LABEL
+from ..engine.docker_client import CLI_PID_LABEL, KIND_LABEL, PROJECT_LABEL, has_image
 from ..matrix.schema import Matrix
 
 VARIANT_LABEL = "io.kerasenv.variant"
@@ -61,7 +61,7 @@ def clean(client, matrix: Matrix, *, images: bool = False, say=print) -> Cleaned
     reclaimed = prune_dangling(client, VARIANT_LABEL, say)
     if images:
         for v in matrix.variants:
-            if client.images.list(name=v.image_ref):
+            if has_image(client, v.image_ref):
                 client.images.remove(v.image_ref)
                 say(f"removed image {v.image_ref}")
         reclaimed += prune_dangling(client, PROJECT_LABEL, say)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..engine import docker_client
 from ..errors import UsageError
 from ..matrix.schema import Matrix, Variant
 
@@ -79,14 +80,14 @@ def built_variants(client, matrix: Matrix, ids: list[str]) -> list[Variant]:
     """The variants named by `ids`, or, without ids, every variant built locally."""
     if ids:
         return matrix.select(ids)
-    return [v for v in matrix.variants if client.images.list(name=v.image_ref)]
+    return [v for v in matrix.variants if docker_client.has_image(client, v.image_ref)]
 
 
 def measure_variants(client, variants: list[Variant]) -> dict[str, ImageSize]:
     """Each variant's image, by id; a variant not built here is a UsageError."""
     measured = {}
     for v in variants:
-        if not client.images.list(name=v.image_ref):
+        if not docker_client.has_image(client, v.image_ref):
             raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}`")
         measured[v.id] = measure(client, v.image_ref, v.base_image)
     return measured

@@ -120,7 +120,7 @@ def run_workload(matrix: Matrix, upstream: Upstream, request: Request) -> int:
     # Resolved before the image is built or looked for: a request this engine would drop is
     # refused at once.
     gpus = upstream.gpus.resolve(client, v, spec, say=say)
-    if r.build_missing and not client.images.list(name=v.image_ref):
+    if r.build_missing and not docker_client.has_image(client, v.image_ref):
         upstream.builder.build(client, matrix, v, ca_cert=upstream.builder.default_ca_cert(None))
     env = runner.parse_env(r.env)
     cmd, run_id = runner.workload(v, r.command, smoke=r.smoke, run_id=r.run_id, flags=r.flags)
@@ -179,9 +179,9 @@ def run_lab(matrix: Matrix, upstream: Upstream, request: LabRequest) -> int:
             v, reason = matrix.get(matrix.default_cpu), f"{v.id} has no JupyterLab flavour; the CPU image's instead"
         say(f"kerasenv: using {v.id} ({reason})")
     gpus = upstream.gpus.resolve(client, v, spec, say=say)
-    if r.build_missing and not client.images.list(name=v.jupyter_ref):
+    if r.build_missing and not docker_client.has_image(client, v.jupyter_ref):
         ca_cert = upstream.builder.default_ca_cert(None)
-        if not client.images.list(name=v.image_ref):
+        if not docker_client.has_image(client, v.image_ref):
             upstream.builder.build(client, matrix, v, ca_cert=ca_cert)
         upstream.builder.build(client, matrix, v, jupyter=True, ca_cert=ca_cert)
     token = lab.new_token()

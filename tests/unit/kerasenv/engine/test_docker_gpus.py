@@ -26,8 +26,11 @@ REFUSAL = 'could not select device driver "" with capabilities: [[gpu]]'
 class FakeEngine:
     """Just enough of the Engine API (v1.41) for create / start / wait / remove."""
 
-    def __init__(self, start_error: str | None = None, exit_code: int = 0, runtimes=("runc",)):
+    def __init__(self, start_error: str | None = None, exit_code: int = 0, runtimes=("runc",), removed_image=False):
         self.start_error, self.exit_code, self.runtimes = start_error, exit_code, runtimes
+        # The listed image is gone by the time it is inspected (removed in between by another
+        # process: make test's other lane, seen in CI).
+        self.removed_image = removed_image
         self.requests: list[tuple[str, str, dict | None]] = []
         engine = self
 
@@ -50,9 +53,16 @@ class FakeEngine:
                 engine.requests.append((method, path, body))
                 if (method, path) == ("GET", "/info"):
                     return self._reply(200, {"Runtimes": {r: {} for r in engine.runtimes}})
+                if (method, path) == ("GET", "/version"):
+                    return self._reply(200, {"Version": "20.10.24", "ApiVersion": "1.41",
+                                             "Components": [{"Name": "Engine", "Version": "20.10.24"}]})
+                if (method, path) == ("GET", "/volumes"):
+                    return self._reply(200, {"Volumes": [], "Warnings": None})
                 if (method, path) == ("GET", "/images/json"):
                     return self._reply(200, [{"Id": "sha256:" + "1" * 64, "RepoTags": ["kerasenv:tf2.21-cuda12.9"]}])
                 if method == "GET" and path.startswith("/images/") and path.endswith("/json"):
+                    if engine.removed_image:
+                        return self._reply(404, {"message": "no such image: " + path.split("/")[2]})
                     return self._reply(200, {"Id": "sha256:" + "1" * 64, "RepoTags": ["kerasenv:tf2.21-cuda12.9"]})
                 if (method, path) == ("POST", "/containers/create"):
                     return self._reply(201, {"Id": "c0ffee", "Warnings": []})
@@ -217,3 +227,20 @@ def test_can_give_is_dockers_yes_and_docker_trouble_counts_as_no(monkeypatch):
 
     monkeypatch.setattr(docker_gpus, "ask", broken)
     assert docker_gpus.can_give(object()) is False
+
+
+def test_listing_local_images_survives_an_image_removed_between_list_and_inspect(tmp_path):
+    """docker-py's images.list() inspects each image it lists: one removed in between fails the
+    whole listing with 404 (what made CI's doctor call the daemon unreachable).
+    docker_client.local_tags asks GET /images/json alone, and the doctor's facts and the GPU
+    probe's image choice go through it."""
+    from kerasenv.engine import docker_client
+
+    engine = FakeEngine(removed_image=True)
+    with engine as client:
+        with pytest.raises(docker.errors.NotFound):
+            client.images.list()
+        assert docker_client.local_tags(client) == {"kerasenv:tf2.21-cuda12.9"}
+        assert docker_client.has_image(client, "kerasenv:tf2.21-cuda12.9")
+        facts = doctor.gather(lambda: client, root=str(tmp_path))
+    assert facts.docker_error is None and facts.local_images == {"kerasenv:tf2.21-cuda12.9"}

@@ -153,7 +153,7 @@ def test_gather_takes_the_amd_facts_docker_version_and_images_from_the_given_roo
     monkeypatch.setattr(docker_gpus, "ask", lambda client, image=None, **kw: docker_gpus.Answer(False, "no"))
     client = SimpleNamespace(info=lambda: {"ServerVersion": "29.3.0", "Runtimes": {"runc": {}}},
                              version=lambda: {"Version": "29.3.0", "Components": [{"Name": "Engine"}]},
-                             images=SimpleNamespace(list=lambda: [SimpleNamespace(tags=[ROCM_IMAGE])]),
+                             api=SimpleNamespace(images=lambda name=None: [{"RepoTags": [ROCM_IMAGE]}, {"RepoTags": None}]),
                              volumes=SimpleNamespace(list=lambda filters: []))
     f = doctor.gather(lambda: client, root=str(tmp_path))
     assert f.amd.kfd is not None and f.amd.driver_loaded and f.docker_version == "29.3.0"

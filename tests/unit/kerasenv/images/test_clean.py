@@ -25,8 +25,9 @@ class FakeClient:
         self.containers = SimpleNamespace(list=self._list("containers", self.containers_))
         self.networks = SimpleNamespace(list=self._list("networks", self.networks_))
         self.volumes = SimpleNamespace(list=self._list("volumes", self.volumes_))
-        self.images = SimpleNamespace(list=lambda name: [name] if name in self.built else [],
-                                      remove=lambda ref: self.calls.append(("images.remove", ref)),
+        # GET /images/json, as docker_client.local_tags asks it
+        self.api = SimpleNamespace(images=lambda name=None: [{"RepoTags": [name]}] if name in self.built else [])
+        self.images = SimpleNamespace(remove=lambda ref: self.calls.append(("images.remove", ref)),
                                       prune=self._prune)
 
     def _list(self, kind, items):

@@ -11,7 +11,7 @@ from kerasenv.errors import UsageError
 
 
 def fake_client(built: set[str]):
-    return SimpleNamespace(images=SimpleNamespace(list=lambda name: [name] if name in built else []))
+    return SimpleNamespace(api=SimpleNamespace(images=lambda name=None: [{"RepoTags": [name]}] if name in built else []))
 
 
 def test_without_ids_every_variant_built_here_is_measured_in_matrix_order(real_matrix):

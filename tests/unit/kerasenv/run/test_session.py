@@ -25,7 +25,8 @@ def docker(monkeypatch):
 
     def client():
         state.asked += 1
-        return SimpleNamespace(images=SimpleNamespace(list=lambda name: [name] if name in state.images else []))
+        return SimpleNamespace(api=SimpleNamespace(
+            images=lambda name=None: [{"RepoTags": [name]}] if name in state.images else []))
 
     def fake_run(client, v, command, **kwargs):
         state.calls.append(SimpleNamespace(variant=v.id, command=command, **kwargs))
