@@ -30,22 +30,15 @@ tests/fixtures/engines/); `ask` reads them from a docker SDK client.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+
+from .docker_client import engine_version
 
 # Docker enables CDI by default from 28.2.0 (moby#49963); before, only with features.cdi.
 DOCKER_CDI_DEFAULT = (28, 2)
 # Podman honours CDI DeviceRequests through its Docker-compatible API from 5.4.0
 # (containers/podman#19338; #22645 is the 4.x report of the silent drop).
 PODMAN_CDI_REQUESTS = (5, 4)
-
-
-def version_tuple(text: str | None) -> tuple[int, ...] | None:
-    """(major, minor, patch) of "20.10.24+dfsg1", "4.3.1", "28.2.0-rc.1"; None if unreadable."""
-    m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?", text or "")
-    if not m:
-        return None
-    return tuple(int(x) for x in m.groups(default="0"))
 
 
 @dataclass(frozen=True)
@@ -70,7 +63,7 @@ class Engine:
     @property
     def cdi_enabled(self) -> bool:
         """Whether this engine applies a CDI DeviceRequest (`driver: cdi`)."""
-        version = version_tuple(self.version)
+        version = engine_version(self.version or "")
         if self.is_podman:
             return bool(version) and version >= PODMAN_CDI_REQUESTS
         if self.cdi_reported:
