@@ -28,6 +28,8 @@ TABLES = {  # scenario: (driver, CUDA, GPU count, first GPU name, first GPU MiB)
     "mig-a100x2-535": ("535.129.03", "12.2", 2, "NVIDIA A100-PCIE-40GB", 40960),
     "mig-no-slices-535": ("535.104.05", "12.2", 1, "NVIDIA A100-SXM4-80GB", 81920),
     "gb10-580": ("580.126.09", "13.0", 1, "NVIDIA GB10", None),  # DGX Spark (arm64): memory "Not Supported"
+    # A real capture: the lent H200 machine, by kerasenv gpu-host-check (2026-12-04).
+    "h200-580": ("580.159.04", "13.0", 1, "NVIDIA H200", 143771),
 }
 
 

@@ -89,6 +89,8 @@ def test_auto_is_doctors_recommendation_with_its_reason(facts, expected, monkeyp
     ("rtx5090-572", "jax0.10-cuda12.9"), ("b200-575", "jax0.10-cuda12.9"),
     # Ampere on 535: every CUDA 12 image passes, so the default GPU image.
     ("a100-535", "tf2.21-cuda12.9"),
+    # Hopper on 580, captured on the lent H200 machine: TF's sm_90 SASS, so the default GPU image.
+    ("h200-580", "tf2.21-cuda12.9"),
 ])
 def test_auto_follows_doctors_pick_on_recorded_hosts(scenario, expected, monkeypatch, real_matrix):
     facts = doctor.HostFacts(nvidia=recorded_host(monkeypatch, scenario),
