@@ -88,13 +88,14 @@ def dockerfile(matrix: Matrix, v: Variant, templates: Path | None = None) -> str
         "rocm": v.rocm or "",
         "cuda_summary": f", CUDA {v.cuda}, cuDNN {v.cudnn}, NCCL {v.nccl}" if v.family == "cuda" else "",
         "labels": _label_block(matrix, v),
+        "compiler_packages": " ".join(v.compiler_packages),
     }
     name = "rocm.Dockerfile.in" if v.family == "rocm" else "debian.Dockerfile.in"
     # XLA (TensorFlow, JAX) compiles with the nvcc wheel's ptxas and libdevice; PyTorch's
     # stack has no nvcc wheel (Triton brings its own ptxas).
     xla = v.family == "cuda" and any(n.startswith("nvidia-cuda-nvcc") for n in v.cuda_wheels())
     return render(_template(name, templates or templates_dir()), values,
-                  {"cuda": v.family == "cuda", "xla": xla})
+                  {"cuda": v.family == "cuda", "xla": xla, "compiler": bool(v.compiler_packages)})
 
 
 def jupyter_dockerfile(matrix: Matrix, v: Variant, templates: Path | None = None) -> str:

@@ -93,6 +93,9 @@ class Variant:
     # [keras_tools]: tensorflow-cpu beside JAX/PyTorch, grain, pydot, the ONNX exporter; which
     # of them this variant gets is keras_tools.KerasTools.requirements (None: no such table)
     keras_tools: keras_tools_mod.KerasTools | None = None
+    # [torch_compiler]: Debian packages the runtime installs so torch.compile works
+    # (PyTorch images only; empty elsewhere)
+    compiler_packages: tuple[str, ...] = ()
     # The Keras backend the image trains on (KERAS_BACKEND in the image), and the release of
     # that framework: the matrix field named after the backend (tensorflow, jax or torch).
     backend: str = "tensorflow"
@@ -407,6 +410,10 @@ def parse(raw: Mapping[str, Any], path: Path) -> Matrix:
     tools = keras_tools_mod.parse(raw, variants, fail)
     if tools:
         variants = [dataclasses.replace(v, keras_tools=tools) if tools.applies(v) else v for v in variants]
+    compiler = _parse_torch_compiler(raw, fail)
+    if compiler:
+        variants = [dataclasses.replace(v, compiler_packages=compiler)
+                    if v.backend == "torch" and v.family != "rocm" else v for v in variants]
     variants = [dataclasses.replace(v, recorded_kernels=kernel_targets_record.load(path.parent, v.id))
                 if v.family == "cuda" else v for v in variants]
     return Matrix(path=path, variants=tuple(variants), project=project, jupyter=_parse_jupyter(raw, fail),
@@ -436,6 +443,18 @@ def _exact_release(table: Mapping[str, Any], where: str, key: str, example: str,
 def _parse_profiler(raw: Mapping[str, Any], fail) -> str | None:
     table = _optional_table(raw, "profiler", {"tensorboard_plugin_profile"}, fail)
     return None if table is None else _exact_release(table, "profiler", "tensorboard_plugin_profile", "2.24.2", fail)
+
+
+def _parse_torch_compiler(raw: Mapping[str, Any], fail) -> tuple[str, ...]:
+    table = _optional_table(raw, "torch_compiler", {"debian_packages"}, fail)
+    if table is None:
+        return ()
+    packages = table.get("debian_packages")
+    if (not isinstance(packages, list) or not packages
+            or not all(isinstance(p, str) and re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", p) for p in packages)):
+        raise fail("torch_compiler, field 'debian_packages'",
+                   f"must be a non-empty list of Debian package names like [\"gcc\", \"g++\"], got {packages!r}")
+    return tuple(packages)
 
 
 def _parse_jupyter(raw: Mapping[str, Any], fail) -> Jupyter | None:

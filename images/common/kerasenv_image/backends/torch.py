@@ -5,7 +5,9 @@ GPUs are `torch.cuda`'s; Keras' torch trainer runs on one device (Keras 3.15.1 h
 data-parallel distribution for torch: keras.distribution is implemented for JAX only), so
 several GPUs are reported and one is trained on; multi-GPU PyTorch needs torchrun and
 DistributedDataParallel outside Keras' fit(). `jit_compile` means torch.compile, which
-needs a C compiler and Triton at run time: off unless asked for. The profiler is
+needs a C compiler and Triton at run time (the PyTorch images carry Debian's, issue 35): off
+unless asked for, since its first step compiles for seconds to a minute and the smoke's
+model is too small to win that back. The profiler is
 torch.profiler, written as a Chrome trace (TensorBoard's PyTorch profiler plugin is
 deprecated, and its Profile tab reads XSpace only).
 """
@@ -138,11 +140,13 @@ def jit_compile(choice: str, keras, gpus: list[dict]):
         if not (shutil.which("cc") or shutil.which("gcc")):
             raise SmokeFailure(EXIT_USAGE, "jit-compile",
                                "--jit-compile on: on PyTorch that is torch.compile, which needs a C compiler "
-                               "(Inductor, Triton's launcher), and this image has none",
+                               "(Inductor, Triton's launcher), and this image has none (the kerasenv PyTorch "
+                               "images carry one: a derived image or another base lost it)",
                                "use --jit-compile auto or off (KERASENV_JIT_COMPILE)")
         return True, "on", None
-    reason = ("off: Keras on PyTorch compiles only through torch.compile, which needs a C compiler and Triton "
-              "at run time; pass --jit-compile on to try it") if choice == "auto" else None
+    reason = ("off: on PyTorch jit_compile is torch.compile, whose first step compiles for seconds to a "
+              "minute (Inductor, Triton), more than this small model wins back; pass --jit-compile on "
+              "to use it") if choice == "auto" else None
     return False, "off", reason
 
 

@@ -379,7 +379,8 @@ def test_the_final_stage_deletes_the_script_it_runs_in_the_same_step(real_matrix
     for v in real_matrix.variants:
         final = final_stage(generate.dockerfile(real_matrix, v))
         runs = re.findall(r"^RUN bash /tmp/build/.*?(?<!\\)$", final, re.M | re.S)
-        assert len(runs) == (v.family == "cuda"), v.id
+        # the CUDA loader set-up; torch.compile's compiler (PyTorch images, [torch_compiler])
+        assert len(runs) == (v.family == "cuda") + bool(v.compiler_packages), v.id
         for run in runs:
             assert run.rstrip().endswith("&& rm -rf /tmp/build"), (v.id, run)
 
@@ -489,3 +490,17 @@ def test_the_templates_notes_stay_in_the_template(real_matrix):
         assert "\n##" not in text and not text.startswith("##")
         assert "# ---- runtime: interpreter + venv, no build tools, no build CA, non-root" in text
     assert generate.render("a\n## note\n  ## indented note\nb\n", {}, {}) == "a\nb\n"
+
+
+# --- [torch_compiler] ----------------------------------------------------------------------
+
+def test_only_the_pytorch_images_install_the_compiler_from_the_base_s_archive_state(real_matrix):
+    for v in real_matrix.variants:
+        text = generate.dockerfile(real_matrix, v)
+        step = 'RUN bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES" gcc g++ libc6-dev python3-dev \\\n'
+        in_runtime = step in final_stage(text)
+        assert in_runtime is (v.backend == "torch" and v.family != "rocm"), v.id
+        assert ("TORCHINDUCTOR_CACHE_DIR=/var/cache/kerasenv/cuda/torchinductor" in text) is in_runtime, v.id
+        if in_runtime:  # before the CUDA parts and the venv: a new lock does not re-run apt
+            assert final_stage(text).index(step) < final_stage(text).index("COPY --from=builder /opt/venv"), v.id
+

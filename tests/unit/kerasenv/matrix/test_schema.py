@@ -431,3 +431,29 @@ def test_pytorch_has_no_cpu_variant_because_pypi_has_no_cpu_wheel(write_matrix):
     message = load_error(write_matrix(old, 'id = "torch2.15-cpu"\nfamily = "cpu"', ))
     # The cuda fields go first in the checks; without them the message names the CPU wheel.
     assert "variant 'torch2.15-cpu'" in message
+
+
+def test_the_torch_compiler_goes_to_the_pytorch_images_only(real_matrix):
+    for v in real_matrix.variants:
+        expected = ("gcc", "g++", "libc6-dev", "python3-dev") if v.backend == "torch" else ()
+        assert v.compiler_packages == expected, v.id
+
+
+def test_a_matrix_without_torch_compiler_adds_none(write_matrix):
+    loaded = matrix.load(write_matrix('[torch_compiler]\ndebian_packages = ["gcc", "g++", "libc6-dev", "python3-dev"]\n', ""))
+    assert all(v.compiler_packages == () for v in loaded.variants)
+
+
+@pytest.mark.parametrize("old, new, reason", [
+    pytest.param('debian_packages = ["gcc", "g++", "libc6-dev", "python3-dev"]', 'debian_packages = []',
+                 "must be a non-empty list of Debian package names", id="empty"),
+    pytest.param('debian_packages = ["gcc", "g++", "libc6-dev", "python3-dev"]', 'debian_packages = "gcc"',
+                 "must be a non-empty list of Debian package names", id="a-string"),
+    pytest.param('debian_packages = ["gcc", "g++", "libc6-dev", "python3-dev"]', 'debian_packages = ["gcc; rm -rf /"]',
+                 "must be a non-empty list of Debian package names", id="not-a-package-name"),
+    pytest.param('debian_packages = ["gcc", "g++", "libc6-dev", "python3-dev"]',
+                 'debian_packages = ["gcc"]\nclang = true', "unknown field(s) clang", id="unknown-field"),
+])
+def test_bad_torch_compiler_is_rejected(write_matrix, old, new, reason):
+    message = load_error(write_matrix(old, new))
+    assert "torch_compiler" in message and reason in message, message
