@@ -500,7 +500,8 @@ def test_only_the_pytorch_images_install_the_compiler_from_the_base_s_archive_st
         step = 'RUN bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES" gcc g++ libc6-dev python3-dev \\\n'
         in_runtime = step in final_stage(text)
         assert in_runtime is (v.backend == "torch" and v.family != "rocm"), v.id
-        assert ("TORCHINDUCTOR_CACHE_DIR=/var/cache/kerasenv/cuda/torchinductor" in text) is in_runtime, v.id
+        # no cache path baked in: `import torch._dynamo` creates it, which a read-only root refuses
+        assert "TORCHINDUCTOR_CACHE_DIR" not in text and "TRITON_CACHE_DIR" not in text, v.id
         if in_runtime:  # before the CUDA parts and the venv: a new lock does not re-run apt
             assert final_stage(text).index(step) < final_stage(text).index("COPY --from=builder /opt/venv"), v.id
 
