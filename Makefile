@@ -11,6 +11,7 @@ EPOCHS     ?=
 BATCH_SIZE ?=
 BASE_IMAGE ?=
 CA_CERT    ?=
+SUITE      ?=
 PYTHON     ?= python3
 VENV       := .venv
 KERASENV   := $(VENV)/bin/kerasenv
@@ -53,8 +54,8 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed ## create .venv with the kerasenv tooling (done on first use)
 
-base-offline: venv ## make the Debian base image locally with debootstrap (no registry needed; root)
-	$(KERASENV) base-offline
+base-offline: venv ## make the matrix's Debian base images locally with debootstrap, each one not here yet (SUITE=trixie: that one; no registry needed; root)
+	$(KERASENV) base-offline $(if $(SUITE),--suite $(SUITE))
 
 generate: venv ## regenerate Dockerfiles and the README table from images/matrix.toml
 	$(KERASENV) generate
@@ -167,8 +168,9 @@ test: test-prereqs ## everything: prerequisites, drift check, lint, build every 
 	$(KERASENV) generate --check
 	$(MAKE) --no-print-directory lint
 	@rm -f $(TEST_FAILURES)
-	@# One Debian archive state for every build of the run (`kerasenv debian-updates`): the
-	@# variants share their base layers even if Debian publishes in the middle of it.
+	@# One Debian archive state for every build of the run (`kerasenv debian-updates`: each
+	@# suite the matrix builds on; a build takes its own suite's): the variants on one suite share
+	@# their base layers even if Debian publishes in the middle of it.
 	KERASENV_DEBIAN_UPDATES="$${KERASENV_DEBIAN_UPDATES:-$$($(KERASENV) debian-updates)}" \
 	  $(MAKE) --no-print-directory -j3 --output-sync=line test-lanes
 	@if [ -s $(TEST_FAILURES) ]; then echo "make test: FAILED: $$(paste -sd, $(TEST_FAILURES) | sed 's/,/, /g')" >&2; rm -f $(TEST_FAILURES); exit 1; fi
@@ -188,19 +190,19 @@ DEBIAN_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^family = /{if ($$2 != "
 # The lanes take the variants in the matrix's order, but the quickest build first (the JAX CPU
 # image, about 90 s cold): the test lane, done with the unit tests, waits for the first image,
 # and the default CPU image first (190 s) left it idle for two minutes of every cold run.
-FIRST_BUILT := jax0.10-cpu
+FIRST_BUILT := jax0.12-cpu
 LANE_VARIANTS := $(FIRST_BUILT) $(filter-out $(FIRST_BUILT),$(DEBIAN_VARIANTS))
 # The variants whose builder-stage cache stays after their build: the integration tests rebuild
 # them (BUILT_IN_TESTS in tests/integration/conftest.py; a unit test keeps the two equal). Every
 # other build drops its builder stages once its image is built (`kerasenv build
 # --drop-build-cache`): they hold the CUDA wheels and TensorFlow a second time, and keeping them
 # took CI's peak disk from about 30 GB of images to 60 GB.
-BUILD_CACHE_KEPT := tf2.21-cpu jax0.10-cpu
+BUILD_CACHE_KEPT := tf2.21-cpu jax0.12-cpu
 # giver:taker, variants with the same CUDA lock (a unit test finds every such pair): the giver
 # keeps its build cache until the taker is built, whose cuda-libs stage is then a cache hit, so
 # the two images share one CUDA layer (4.5 GB stored once); then both caches go (the giver's
 # by `kerasenv drop-build-cache`, from what its build noted: no rebuild).
-CUDA_LAYER_HANDOVER := tf2.21-cuda12.9:jax0.10-cuda12.9
+CUDA_LAYER_HANDOVER := tf2.21-cuda12.9:jax0.12-cuda12.9
 cache_givers := $(foreach p,$(CUDA_LAYER_HANDOVER),$(word 1,$(subst :, ,$(p))))
 giver_of = $(strip $(foreach p,$(CUDA_LAYER_HANDOVER),$(if $(filter $(1),$(word 2,$(subst :, ,$(p)))),$(word 1,$(subst :, ,$(p))))))
 # With DROP_TESTED_IMAGES=1 (.ci/run sets it), a variant's image and JupyterLab flavour go once
@@ -208,12 +210,12 @@ giver_of = $(strip $(foreach p,$(CUDA_LAYER_HANDOVER),$(if $(filter $(1),$(word 
 # tests/integration/conftest.py; a unit test keeps the two equal): CI's disk then holds the
 # images still in use, not every image of the matrix at once. A later `make test` builds the
 # dropped ones again.
-IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cpu-jupyter tf2.21-cuda12.9 jax0.10-cpu jax0.10-cpu-jupyter \
-	jax0.10-cuda12.9 torch2.15-cuda13.2 tf2.15-cuda12.2
+IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cpu-jupyter tf2.21-cuda12.9 jax0.12-cpu jax0.12-cpu-jupyter \
+	jax0.12-cuda12.9 torch2.15-cuda13.2 tf2.15-cuda12.2
 # The integration tests the test lane runs, after the last acceptance run, rather than the
 # build lane after the builds (the acceptance runs ended about 200 s before the integration
 # tests did). Only tests that may run beside the others: they use neither of the images the
-# registry test untags and pulls back (jax0.10-cpu), and their containers carry no
+# registry test untags and pulls back (jax0.12-cpu), and their containers carry no
 # io.kerasenv.kind, which the build lane's `make clean` would remove (test_podman's run in Podman's
 # own storage, which `make clean` does not see).
 INTEGRATION_IN_TEST_LANE := tests/integration/test_gpu_host_check.py tests/integration/test_broken_gpu_libraries.py tests/integration/test_rocm_container_args.py tests/integration/test_gpu_routes.py tests/integration/test_podman.py

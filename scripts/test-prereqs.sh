@@ -128,12 +128,17 @@ fi
 # --- 2. per-user: the tooling venv and Docker Compose v2 as a CLI plugin (no root needed) ---
 as_invoker make --no-print-directory venv compose-plugin PYTHON="$PYTHON" | { grep -v 'Nothing to be done' || true; }
 
-# --- 3. the base image: pulled, or made from Debian's archive where no registry answers ----
-base=${BASE_IMAGE:-$(sed -n 's/^base_image = "\(debian:[^"]*\)"/\1/p' images/matrix.toml | sort -u | head -1)}
-if ! docker image inspect "$base" >/dev/null 2>&1 && ! timeout 120 docker pull -q "$base" >/dev/null 2>&1; then
-  # `kerasenv base-offline` makes debian:bookworm-slim, the matrix's base; nothing else.
-  [ "$base" = debian:bookworm-slim ] || fail "cannot pull the base image $base (BASE_IMAGE=): pull it by hand or leave BASE_IMAGE unset"
-  is_root || fail "cannot pull $base (no registry reachable?): run \`sudo make base-offline\` (debootstrap, ~40 s)"
+# --- 3. the base images: every debian:* base_image of the matrix (BASE_IMAGE=: that one only),
+# pulled, or made from Debian's archive where no registry answers ---------------------------
+bases=${BASE_IMAGE:-$(sed -n 's/^base_image = "\(debian:[^"]*\)"/\1/p' images/matrix.toml | sort -u)}
+for base in $bases; do
+  if docker image inspect "$base" >/dev/null 2>&1 || timeout 120 docker pull -q "$base" >/dev/null 2>&1; then
+    continue
+  fi
+  # `kerasenv base-offline` makes Debian's own images, debian:<suite>-slim or debian:<suite>.
+  suite=$(sed -n 's/^debian:\([a-z]*\)\(-slim\)\{0,1\}$/\1/p' <<<"$base")
+  [ -n "$suite" ] || fail "cannot pull the base image $base, and \`kerasenv base-offline\` makes only debian:<suite>[-slim]: pull it by hand${BASE_IMAGE:+ or leave BASE_IMAGE unset}"
+  is_root || fail "cannot pull $base (no registry reachable?): run \`sudo make base-offline\` (debootstrap, ~40 s a suite)"
   me "no registry reachable: making $base offline"
-  make --no-print-directory base-offline
-fi
+  .venv/bin/kerasenv base-offline --suite "$suite" --tag "$base"
+done

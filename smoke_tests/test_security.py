@@ -2,14 +2,15 @@
 
 - Its label io.kerasenv.debian-updates (the archive state `kerasenv build` read) is the state
   apt saw while building (/etc/kerasenv/debian-updates, written by images/build/debian-updates.sh).
-- No installed Debian package has a pending fix in bookworm-security: asked of Debian's archive
-  now (`kerasenv audit`'s own check: a root container of the image with the network runs
-  `apt-get update && apt list --upgradable`).
+- No installed Debian package has a pending fix in its suite's -security (trixie-security, or
+  bookworm-security on the older TensorFlow images): asked of Debian's archive now (`kerasenv
+  audit`'s own check: a root container of the image with the network runs `apt-get update &&
+  apt list --upgradable`).
 
-The archive is asked once per Debian package set and archive state: every Debian-based variant
-is built on the same base stage and installs the same Debian packages, so their `dpkg-query`
-lists are identical (this module computes it in each image) and one answer holds for all of them;
-an image whose list differs is asked on its own. The answers are kept in
+The archive is asked once per Debian package set and archive state (of the image's suite): the
+variants of one suite are built on the same base stage and install the same Debian packages, so
+their `dpkg-query` lists are identical (this module computes it in each image) and one answer
+holds for all of them; an image whose list differs is asked on its own. The answers are kept in
 ~/.cache/kerasenv/debian-audit/ (KERASENV_AUDIT_CACHE), keyed by both.
 """
 
@@ -39,7 +40,7 @@ def test_no_installed_debian_package_has_a_pending_security_fix(docker, box, tar
     code, listing = box.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n"])
     assert code == 0 and listing.strip(), listing
     packages = hashlib.sha256("\n".join(sorted(listing.split())).encode()).hexdigest()[:16]
-    now = debian.archive_state().label()
+    now = debian.archive_state(target.variant.debian_suite).label()  # the suite apt in the image reads
     key = f"{packages}-{hashlib.sha256(now.encode()).hexdigest()[:12]}"
     cached = CACHE / f"{key}.json"
     if cached.exists():

@@ -1,10 +1,11 @@
 #!/bin/bash
 # Usage: debian-updates.sh STATE PACKAGE...
-# The base stage's Debian packages with bookworm's point-release, -updates and -security fixes
+# The base stage's Debian packages with its suite's point-release, -updates and -security fixes
 # applied, reproducibly for one state of Debian's archive. STATE is what `kerasenv build` read
-# from the archive just before the build ("bookworm@<Date> bookworm-updates@<Date>
-# bookworm-security@<Date>", each suite's signed InRelease Date, UTC): the build arg that keys
-# this step and becomes the label io.kerasenv.debian-updates. apt must see exactly that state,
+# from the archive just before the build, for the base image's suite only ("<suite>@<Date>
+# <suite>-updates@<Date> <suite>-security@<Date>", e.g. trixie or bookworm, each dist's signed
+# InRelease Date, UTC): the build arg that keys this step and becomes the label
+# io.kerasenv.debian-updates. apt must see exactly that state (the dists of the image's sources),
 # or the build stops (the archive published between the two reads: build again). "unknown"
 # (a plain `docker build`) skips the comparison. Either way the state apt saw is written to
 # /etc/kerasenv/debian-updates, which the acceptance suite compares with the label.

@@ -20,6 +20,7 @@ from .images import build
 from .images import commands as images_commands
 from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, KerasenvError, Terminated
 from .host import commands as host_commands
+from .host import container_env
 from .host import gpu_choice
 from .host import variant_choice
 from .matrix import commands as matrix_commands
@@ -47,9 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     for package in (matrix_commands, images_commands, host_commands, publish_commands, bench_commands,
                     security_commands):
         package.register(sub)
-    # run/ may not import host/ (the variant `auto` picks, --gpus resolved with the doctor's facts)
-    # nor images/ (--build-missing): handed in.
-    run_commands.register(sub, session.Upstream(chooser=variant_choice, builder=build, gpus=gpu_choice))
+    # run/ may not import host/ (the variant `auto` picks, --gpus resolved with the doctor's facts,
+    # the host shape's container settings) nor images/ (--build-missing): handed in.
+    run_commands.register(sub, session.Upstream(chooser=variant_choice, builder=build, gpus=gpu_choice,
+                                                host_env=container_env))
     _in_help_order(sub)
     return p
 

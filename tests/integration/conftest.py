@@ -20,14 +20,14 @@ REPO = Path(__file__).resolve().parents[2]
 # `make test` keeps for them (BUILD_CACHE_KEPT): the TensorFlow and JAX CPU images. Two small
 # caches; the default GPU image's (its CUDA wheels a second time, 6.5 GB) goes once the JAX image
 # that shares its CUDA layer is built.
-BUILT_IN_TESTS = ("tf2.21-cpu", "jax0.10-cpu")
+BUILT_IN_TESTS = ("tf2.21-cpu", "jax0.12-cpu")
 # Every image (`kerasenv:<ref>`: a variant or its JupyterLab flavour) an integration test runs.
 # `make test DROP_TESTED_IMAGES=1` (what .ci/run does) removes every other image of a variant
 # once its acceptance run is over, since the integration tests never need it: a unit test checks
 # that each variant and flavour named under tests/integration/ is listed here, and the
 # Makefile's IMAGES_FOR_INTEGRATION equals it.
-IMAGES_FOR_INTEGRATION = ("tf2.21-cpu", "tf2.21-cpu-jupyter", "tf2.21-cuda12.9", "jax0.10-cpu", "jax0.10-cpu-jupyter",
-                          "jax0.10-cuda12.9", "torch2.15-cuda13.2", "tf2.15-cuda12.2")
+IMAGES_FOR_INTEGRATION = ("tf2.21-cpu", "tf2.21-cpu-jupyter", "tf2.21-cuda12.9", "jax0.12-cpu", "jax0.12-cpu-jupyter",
+                          "jax0.12-cuda12.9", "torch2.15-cuda13.2", "tf2.15-cuda12.2")
 TEST_LABEL = "io.kerasenv.test"
 # This session's value of TEST_LABEL, so the leftover check sees this run's containers only.
 SESSION = uuid.uuid4().hex
@@ -76,15 +76,15 @@ def cpu_image(docker):
 
 @pytest.fixture(scope="session")
 def jax_cpu_image(docker):
-    """kerasenv:jax0.10-cpu, built through the CLI only when it is missing (`make test` has
+    """kerasenv:jax0.12-cpu, built through the CLI only when it is missing (`make test` has
     built it already)."""
     from docker.errors import ImageNotFound
 
     try:
-        docker.images.get("kerasenv:jax0.10-cpu")
+        docker.images.get("kerasenv:jax0.12-cpu")
     except ImageNotFound:
-        kerasenv("build", "jax0.10-cpu", timeout=3600)
-    return "kerasenv:jax0.10-cpu"
+        kerasenv("build", "jax0.12-cpu", timeout=3600)
+    return "kerasenv:jax0.12-cpu"
 
 
 # What compose/compose.yaml reads from the environment: left out by compose(clean_env=True).

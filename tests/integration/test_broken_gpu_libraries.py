@@ -59,7 +59,7 @@ def run_probe(docker, tag: str, *args: str) -> tuple[int, str, str]:
         container.remove(force=True)
 
 
-@pytest.mark.parametrize("broken_image", ["jax0.10-cuda12.9", "torch2.15-cuda13.2"], indirect=True)
+@pytest.mark.parametrize("broken_image", ["jax0.12-cuda12.9", "torch2.15-cuda13.2"], indirect=True)
 def test_an_image_without_cudnn_fails_its_backends_check_naming_libcudnn(docker, matrix, broken_image):
     variant, tag = broken_image
     code, out, err = run_probe(docker, tag)

@@ -30,6 +30,6 @@ def test_size_json_on_stdout_is_the_document_alone(built_images):
 def test_the_tensorflow_and_jax_cpu_images_share_their_base_layers(built_images, docker):
     """The Debian base and Python are the same bottom layers in every Debian-based variant: a
     registry and a host store them once (a push of the second image sends none of them)."""
-    a, b = (docker.images.get(f"kerasenv:{i}").attrs["RootFS"]["Layers"] for i in ("tf2.21-cpu", "jax0.10-cpu"))
+    a, b = (docker.images.get(f"kerasenv:{i}").attrs["RootFS"]["Layers"] for i in ("tf2.21-cpu", "jax0.12-cpu"))
     shared = next((n for n, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     assert shared >= 2, "the TensorFlow and JAX CPU images no longer share their base layers"

@@ -3,9 +3,10 @@ index, then its run.py in fresh virtual environments of real CPython interpreter
 nothing but one backend, on the CPU (`--no-require-gpu`: this machine has no GPU), with the
 bench included at a short time box:
 
-- CPython 3.12 with only `pip install jax==0.10.2` (jaxlib from PyPI: a CPU build). The
-  machine of issue 29: there `import keras` failed at optree's typing_extensions, which the
-  hand-kept list of the old pack lacked.
+- CPython 3.13 with only `pip install jax==0.12.0.1` (jaxlib from PyPI: a CPU build): the
+  Python and JAX of the JAX images on Debian 13, so the pack's cp313 tree is the one run. The
+  machine of issue 29 (CPython 3.12, JAX 0.10.2): there `import keras` failed at optree's
+  typing_extensions, which the hand-kept list of the old pack lacked.
 - CPython 3.11 with only `pip install torch==2.13.0`. PyPI's x86_64 torch is the CUDA build
   (gigabytes with its nvidia-* wheels) and the CPU wheel lives on download.pytorch.org, which
   this machine cannot reach; this machine's pip configuration has a local CPU wheel for
@@ -132,16 +133,16 @@ def check_summary(report: Path, summary: dict, backend: str, code: int, stderr: 
     return result
 
 
-def test_a_cpython_312_venv_with_only_jax_passes(packed, tmp_path):
+def test_a_cpython_313_venv_with_only_jax_passes(packed, tmp_path):
     pack, _ = packed
-    python = venv_with(tmp_path, "3.12", "jax==0.10.2")
+    python = venv_with(tmp_path, "3.13", "jax==0.12.0.1")
     have = installed(python)
-    assert have["jax"] == "0.10.2" and "keras" not in have and "optree" not in have and "typing-extensions" not in have
+    assert have["jax"] == "0.12.0.1" and "keras" not in have and "optree" not in have and "typing-extensions" not in have
     bare = subprocess.run([str(python), "-c", "import keras"], capture_output=True, text=True, env=clean_env())
     assert bare.returncode != 0 and "No module named 'keras'" in bare.stderr
     proc = run_pack(python, pack, tmp_path / "out", "--no-require-gpu", "--archive", *BENCH)
     report, summary = report_of(tmp_path / "out")
-    assert summary["interpreter"]["tag"] == "cp312" and summary["python"].startswith("3.12.")
+    assert summary["interpreter"]["tag"] == "cp313" and summary["python"].startswith("3.13.")
     source = {d["name"].lower().replace("_", "-"): d["source"] for d in summary["distributions"]}
     assert source["keras"] == source["optree"] == source["typing-extensions"] == "pack"
     assert source["numpy"] == source["ml-dtypes"] == "host"  # jax's own: never shadowed by the pack's

@@ -66,10 +66,10 @@ def test_compose_lab_service_config_is_loopback_only_and_never_an_empty_token(tm
     assert (port["host_ip"], port["published"], port["target"]) == ("127.0.0.1", "8888", 8888)
 
     env = {"JUPYTER_TOKEN": "abc123", "JUPYTER_PORT": "18999", "PROJECT_DIR": str(tmp_path),
-           "KERASENV_JUPYTER_IMAGE": "kerasenv:jax0.10-cpu-jupyter"}
+           "KERASENV_JUPYTER_IMAGE": "kerasenv:jax0.12-cpu-jupyter"}
     lab = json.loads(compose("--profile", "lab", "config", "--format", "json", env=env).stdout)["services"]["lab"]
     assert lab["environment"]["JUPYTER_TOKEN"] == "abc123"
-    assert lab["image"] == "kerasenv:jax0.10-cpu-jupyter"
+    assert lab["image"] == "kerasenv:jax0.12-cpu-jupyter"
     assert (lab["ports"][0]["host_ip"], lab["ports"][0]["published"]) == ("127.0.0.1", "18999")
     assert {(v["source"], v["target"]) for v in lab["volumes"]} == {(str(tmp_path), "/workspace")}
     assert lab["group_add"] == ["0"] and lab["init"] is True

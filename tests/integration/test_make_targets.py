@@ -31,6 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from kerasenv.engine.docker_client import PROJECT_LABEL
+from kerasenv.matrix import schema as matrix_mod
 
 from .conftest import REPO, free_port
 
@@ -40,7 +41,7 @@ TODO = "TODO: not covered yet"
 TARGETS = {
     "help": "real: lists every documented target and the variants",
     "venv": "real: nothing to do when .venv is up to date",
-    "base-offline": "real: debian:bookworm-slim exists, so it says so and exits 0 (no debootstrap)",
+    "base-offline": "real: every Debian base of the matrix exists, so it says so of each and exits 0 (no debootstrap)",
     "generate": "real: rewrites nothing when the files match the matrix",
     "check-generated": "real: the drift check passes",
     "lock": "refusal: an unknown VARIANT= exits 2 before uv or PyPI",
@@ -298,11 +299,15 @@ def test_gpu_host_check_packs_into_the_folder_given(tmp_path):
 
 
 @covers("base-offline")
-def test_base_offline_keeps_the_base_image_that_exists(docker):
-    docker.images.get("debian:bookworm-slim")  # `make test-prereqs` made sure of it
+def test_base_offline_keeps_the_base_images_that_exist(docker):
+    bases = matrix_mod.load(REPO / "images" / "matrix.toml").debian_bases
+    assert len(bases) >= 1
+    for base in bases:
+        docker.images.get(base)  # `make test-prereqs` made sure of each
     proc = make("base-offline")
     assert proc.returncode == 0, ran(proc)
-    assert "debian:bookworm-slim already exists locally; `--force` rebuilds it" in proc.out, ran(proc)
+    for base in bases:
+        assert f"{base} already exists locally; `--force` rebuilds it" in proc.out, ran(proc)
 
 
 @covers("test-prereqs")
@@ -367,7 +372,7 @@ def test_bench_pull_dry_run_starts_and_removes_its_throwaway_engines(jax_cpu_ima
         return {n for n in os.listdir("/tmp") if n.startswith(("kerasenv-registry-", "kerasenv-containerd-"))}
 
     before = throwaway()
-    proc = make("bench-pull", "VARIANT=jax0.10-cpu", "BENCH_ARGS=--dry-run")
+    proc = make("bench-pull", "VARIANT=jax0.12-cpu", "BENCH_ARGS=--dry-run")
     assert proc.returncode == 0, ran(proc)
     plan = re.findall(r"^would push kerasenv:jax0\.10-cpu \(\d+\.\d\d GB\) to 127\.0\.0\.1:\d+ with (.+?), then pull "
                       r"it into an empty containerd \S+ and run its default command$", proc.stdout, re.M)

@@ -20,7 +20,7 @@ from kerasenv.publish import compression, local_registry, tags
 
 from .conftest import kerasenv
 
-PUSHED = "jax0.10-cpu"
+PUSHED = "jax0.12-cpu"
 KEEP = "kerasenv-test/keep"
 
 
@@ -55,7 +55,7 @@ def push(variant_id: str, registry: str, *more: str) -> dict:
 
 @pytest.fixture(scope="module")
 def pushed(registry, jax_cpu_image):
-    """`kerasenv push jax0.10-cpu` (gzip) to the registry, once: its JSON and the bytes the
+    """`kerasenv push jax0.12-cpu` (gzip) to the registry, once: its JSON and the bytes the
     registry stored for it."""
     before = registry.stored_bytes()
     result = push(PUSHED, registry.address)

@@ -51,7 +51,8 @@ def static_hints(client) -> tuple[str, ...]:
 
 def _probe_image(client, preferred: str | None) -> str | None:
     """A local image to start the probe container from (its `true` is all that runs): the
-    one about to run, else any kerasenv image, else the Debian base, else any tagged image."""
+    one about to run, else any kerasenv image, else a Debian base (any debian:* here: the
+    matrix's bases are, and engine/ reads no matrix), else any tagged image."""
     from docker.errors import ImageNotFound
 
     candidates = [preferred] if preferred else []
@@ -59,7 +60,8 @@ def _probe_image(client, preferred: str | None) -> str | None:
         tagged = sorted(docker_client.local_tags(client))
     except Exception:  # noqa: BLE001
         tagged = []
-    candidates += sorted(t for t in tagged if t.startswith("kerasenv:")) + ["debian:bookworm-slim"] + tagged
+    candidates += [t for t in tagged if t.startswith("kerasenv:")] + [t for t in tagged if t.startswith("debian:")] \
+        + tagged
     for ref in candidates:
         try:
             client.images.get(ref)

@@ -114,6 +114,14 @@ kernel_support = kernel_choice.kernel_support
 
 
 def variant_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
+    """The variant's verdict on this host: where it needs a host setting (JAX >= 0.11 on WSL2,
+    shape_checks.SETTINGS), a WARN naming it on top of what its driver and kernels say."""
+    return shape_checks.with_setting(base_verdict(v, facts, matrix), v, facts)
+
+
+def base_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
+    """The verdict from the driver, the kernels and the host shape's defects, before any host
+    setting kerasenv applies itself."""
     name = f"variant {v.id}"
     nv = facts.nvidia
     if not shape_checks.runs_here(facts):
@@ -236,13 +244,17 @@ def _preference(usable: list[Variant], status: dict[str, str], facts: HostFacts,
 
 def judge(facts: HostFacts, matrix: Matrix) -> Report:
     host = host_checks(facts)
-    verdicts = [variant_verdict(v, facts, matrix) for v in matrix.variants]
+    base = [base_verdict(v, facts, matrix) for v in matrix.variants]
+    verdicts = [shape_checks.with_setting(c, v, facts) for v, c in zip(matrix.variants, base)]
     if not shape_checks.runs_here(facts):  # no image of the matrix runs on this CPU: no pick
         return Report(host, verdicts, "", f"no kerasenv image for {facts.machine} (they are "
                                           f"linux/{shape_checks.IMAGE_ARCH})", False)
     toolkit_ok = any(c.name == "container-toolkit" and c.status == PASS for c in host)
     usable = [v for v, c in zip(matrix.variants, verdicts) if v.family == "cuda" and c.status in (PASS, WARN)]
-    preferred = _preference(usable, {v.id: c.status for v, c in zip(matrix.variants, verdicts)}, facts, matrix)
+    # Ranked by the verdict before host settings: a setting `kerasenv run auto` applies itself (JAX
+    # >= 0.11 on WSL2, openxla/xla#48979) is no reason to prefer another image; its WARN is for
+    # the paths that do not (docker run, Compose, the devcontainer).
+    preferred = _preference(usable, {v.id: c.status for v, c in zip(matrix.variants, base)}, facts, matrix)
     if preferred and toolkit_ok and not facts.docker_error:
         return Report(host, verdicts, preferred[0].id, "a usable NVIDIA GPU and the container toolkit", True)
     if rocm_checks.usable(facts):

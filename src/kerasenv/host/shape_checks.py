@@ -16,8 +16,10 @@ from ..engine.cdi import GENERATE_FIX
 from ..engine.gpu_request import DOCKER_FIX, ROOTLESS_FIX
 from ..matrix.nvidia_drivers import driver_tuple
 from ..matrix.schema import Variant
+from ..matrix.tested_builds import version_tuple
 from .checks import FAIL, INFO, PASS, WARN, Check
 from .facts import HostFacts
+from .wsl import Wsl
 
 # Every image of the matrix is linux/amd64: its Dockerfiles build FROM the amd64 Debian base
 # and install manylinux x86_64 wheels. arm64 images (Grace: GH200, GB200, DGX Spark) are
@@ -55,6 +57,62 @@ DEFECTS = (
 )
 
 
+@dataclass(frozen=True)
+class HostSetting:
+    """A container environment variable that a backend's releases from `since` on need on a host
+    shape, with its public report: the doctor names it (a WARN, not a FAIL) and `kerasenv run`,
+    `shell`, `smoke` and `lab` set it there (host/container_env.py) unless the user already did."""
+
+    shape: str  # wsl2
+    backend: str
+    family: str  # the images it applies to: cuda
+    since: str  # the first release that needs it
+    key: str
+    value: str
+    report: str  # the public issue
+    what: str
+
+    def applies(self, v: Variant, shape: str) -> bool:
+        return (shape == self.shape and v.backend == self.backend and v.family == self.family
+                and version_tuple(v.framework_version) >= version_tuple(self.since))
+
+    @property
+    def assignment(self) -> str:
+        return f"{self.key}={self.value}"
+
+    @property
+    def short_report(self) -> str:
+        """openxla/xla#48979 from its URL."""
+        owner, repo, _, number = self.report.removeprefix("https://github.com/").split("/")[:4]
+        return f"{owner}/{repo}#{number}"
+
+
+# Sourced settings (compatibility.md, "WSL2 and JAX >= 0.11"): openxla/xla#48979 (open; RTX 4070,
+# Windows driver 591.86, jax-cuda13 0.11.1): under WSL2, JAX >= 0.11's default BFC allocator on
+# exportable (POSIX-fd) VMM memory fails every single allocation of 4 GiB or more with
+# out-of-memory although the memory is free; JAX 0.10.1 is not affected, and the CUDA async
+# allocator works. Keyed on the release, not on an image id, so the next JAX image inherits it
+# until a release is reported fixed (then it gets an upper bound here, with that report).
+SETTINGS = (
+    HostSetting("wsl2", "jax", "cuda", "0.11", "XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async",
+                "https://github.com/openxla/xla/issues/48979",
+                "JAX {version}'s default GPU allocator fails any single allocation of 4 GiB or more under WSL2 "
+                "with out-of-memory although the memory is free (openxla/xla#48979, open; the cuda_async "
+                "allocator works)"),
+)
+
+
+def shape_of(wsl: Wsl) -> str:
+    """The host shape DEFECTS and SETTINGS are keyed on ("": none of them)."""
+    return "wsl2" if wsl.present else ""
+
+
+def setting(v: Variant, wsl: Wsl) -> HostSetting | None:
+    """The setting `v`'s containers need on this host shape, if any."""
+    shape = shape_of(wsl)
+    return next((s for s in SETTINGS if s.applies(v, shape)), None)
+
+
 def host_arch(facts: HostFacts) -> str:
     return ARCH_OF_MACHINE.get(facts.machine, facts.machine)
 
@@ -70,7 +128,7 @@ def os_of(facts: HostFacts) -> str:
 
 
 def defect(v: Variant, facts: HostFacts) -> HostDefect | None:
-    shape = "wsl2" if facts.wsl.present else ""
+    shape = shape_of(facts.wsl)
     return next((d for d in DEFECTS if d.shape == shape and d.backend == v.backend
                  and v.framework_version in d.versions), None)
 
@@ -234,3 +292,17 @@ def defect_verdict(v: Variant, facts: HostFacts, alternative: Variant | None) ->
     instead = f"use kerasenv:{alternative.id}" if alternative else "use another backend's image"
     return Check(FAIL, f"variant {v.id}", found.what.format(version=v.framework_version) + f" ({found.report})",
                  instead + " (`kerasenv doctor` ranks them for this GPU)")
+
+
+def with_setting(check: Check, v: Variant, facts: HostFacts) -> Check:
+    """A verdict that holds only with a host setting (SETTINGS): a WARN that names it, why, and
+    who sets it. A FAIL stays one (the setting does not mend it), and INFO (no usable GPU) too."""
+    found = setting(v, facts.wsl)
+    if found is None or check.status not in (PASS, WARN):
+        return check
+    needs = (f"works with {found.assignment}, which `kerasenv run`, `shell`, `smoke` and `lab` set on WSL2: "
+             + found.what.format(version=v.framework_version))
+    message = f"{needs}; otherwise {check.message}" if check.status == PASS else f"{needs}; {check.message}"
+    fix = (f"with `docker run`, Compose or the devcontainer pass `-e {found.assignment}` yourself "
+           f"({found.short_report})")
+    return Check(WARN, check.name, message, f"{check.fix}; {fix}" if check.fix else fix)

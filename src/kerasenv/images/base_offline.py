@@ -1,8 +1,9 @@
-"""Make the Debian base image locally when no registry is reachable.
+"""Make the Debian base images locally when no registry is reachable.
 
 debootstrap builds the same Debian suite from Debian's archive and `docker import`
-turns it into a local image under the name the Dockerfiles use by default, so
-`docker build` finds it without pulling. Needs root (debootstrap) and Docker.
+turns it into a local image under the name the matrix gives it (debian:<suite>-slim), so
+`docker build` finds it without pulling: one per suite the matrix builds on (bookworm,
+trixie). Needs root (debootstrap) and Docker.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def default_tag(suite: str) -> str:
     return f"debian:{suite}-slim"
 
 
-def make(client, *, suite: str = "bookworm", tag: str | None = None, mirror: str = DEFAULT_MIRROR,
+def make(client, *, suite: str, tag: str | None = None, mirror: str = DEFAULT_MIRROR,
          force: bool = False, say=print) -> str:
     from docker.errors import ImageNotFound
 

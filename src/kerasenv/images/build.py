@@ -154,25 +154,34 @@ def ensure_base(client, v: Variant, base: str, say: Callable[[str], None]) -> No
         ) from None
 
 
-_debian_state: str | None = None
+_debian_states: dict[str, str] = {}  # suite -> the state read from the archive by this process
 
 
-def debian_updates(explicit: str | None = None) -> str:
-    """The Debian archive state a build applies (security/debian.py): `explicit`, else
-    KERASENV_DEBIAN_UPDATES (`make test` reads it once, so every variant of one run gets the same
-    base layers), else read from the archive now (once per process)."""
-    global _debian_state
+def debian_updates(suite: str, explicit: str | None = None) -> str:
+    """The Debian archive state a build on `suite` applies (security/debian.py), in the label's
+    form: `suite`'s three entries of `explicit`, else of KERASENV_DEBIAN_UPDATES (`make test`
+    reads every suite's once, so every variant of one run on one suite gets the same base
+    layers), else `suite`'s read from the archive now (once per suite and process). Only the
+    suite's own entries: apt in the image sees just those, and debian-updates.sh wants exactly
+    what it sees."""
     from ..security import debian
 
     chosen = explicit or os.environ.get("KERASENV_DEBIAN_UPDATES")
     if chosen:
-        if debian.parse_label(chosen) is None:
-            raise UsageError(f"Debian updates state {chosen!r}: expected the io.kerasenv.debian-updates label's form, "
-                             "e.g. bookworm@2026-07-11T10:16:37Z bookworm-updates@... bookworm-security@...")
-        return chosen
-    if _debian_state is None:
-        _debian_state = debian.archive_state().label()
-    return _debian_state
+        source = "--debian-updates" if explicit else "KERASENV_DEBIAN_UPDATES"
+        state = debian.parse_label(chosen)
+        if state is None:
+            raise UsageError(f"{source} {chosen!r}: expected the io.kerasenv.debian-updates label's form, e.g. "
+                             f"{suite}@2026-07-11T10:16:37Z {suite}-updates@... {suite}-security@...")
+        missing = state.missing(suite)
+        if missing:
+            raise UsageError(f"{source} names no date for {', '.join(missing)}, which a build on Debian {suite} "
+                             f"applies: pass what `kerasenv debian-updates` prints (every suite the matrix "
+                             f"builds on), or leave it unset to read the archive now")
+        return state.of_suite(suite).label()
+    if suite not in _debian_states:
+        _debian_states[suite] = debian.archive_state(suite).label()
+    return _debian_states[suite]
 
 
 def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
@@ -199,8 +208,8 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     else:
         buildargs["BASE_IMAGE"] = effective_base(v, base_image, matrix)
         ensure_base(client, v, buildargs["BASE_IMAGE"], progress.note)
-        if v.family != "rocm":  # AMD's image is AMD's to update
-            buildargs["DEBIAN_UPDATES"] = debian_updates(debian_state)
+        if v.debian_suite:  # AMD's image (no Debian base) is AMD's to update
+            buildargs["DEBIAN_UPDATES"] = debian_updates(v.debian_suite, debian_state)
     tag = v.jupyter_ref if jupyter else v.image_ref
     name = tag.split(":", 1)[1]
     started = time.monotonic()

@@ -32,15 +32,16 @@ def register(subparsers) -> None:
     s = subparsers.add_parser("build", help="build variant images as kerasenv:<id>")
     s.add_argument("ids", nargs="*", metavar="ID", help="variants to build")
     s.add_argument("--all", action="store_true", help="every variant except ROCm")
-    s.add_argument("--base-image", help="FROM for the Debian-based variants "
-                   "(default: the matrix's, debian:bookworm-slim; env BASE_IMAGE)")
+    s.add_argument("--base-image", help="FROM for the variants on the default CPU image's base_image (the matrix's "
+                   "other bases, older Debian suites and AMD's, stay as they are; env BASE_IMAGE)")
     s.add_argument("--ca-cert", help="extra CA trusted in the builder stages only (env "
                    "KERASENV_CA_CERT; default: the host's PIP_CERT / REQUESTS_CA_BUNDLE / SSL_CERT_FILE)")
     s.add_argument("--no-ca-cert", action="store_true", help="do not pass any CA to the build")
     s.add_argument("--no-cache", action="store_true", help="build without Docker's layer cache")
     s.add_argument("--debian-updates", metavar="STATE",
-                   help="the Debian archive state to apply (an io.kerasenv.debian-updates label's value; env "
-                        "KERASENV_DEBIAN_UPDATES; default: the archive now, `kerasenv debian-updates`)")
+                   help="the Debian archive state to apply, in the io.kerasenv.debian-updates label's form; each "
+                        "variant takes its own suite's entries (env KERASENV_DEBIAN_UPDATES; default: the archive "
+                        "now, as `kerasenv debian-updates` prints it for every suite)")
     flavour = s.add_mutually_exclusive_group()
     flavour.add_argument("--jupyter", action="store_true",
                          help="also build the JupyterLab flavour kerasenv:<id>-jupyter (cpu and cuda variants)")
@@ -56,9 +57,11 @@ def register(subparsers) -> None:
     s.add_argument("ids", nargs="+", metavar="ID", help="variants")
     s.set_defaults(handler=_cmd_drop_build_cache)
 
-    s = subparsers.add_parser("base-offline", help="make the Debian base image with debootstrap (no registry)")
-    s.add_argument("--suite", default="bookworm", help="Debian suite (default: bookworm)")
-    s.add_argument("--tag", help="image name (default: debian:<suite>-slim)")
+    s = subparsers.add_parser("base-offline", help="make the matrix's Debian base images with debootstrap "
+                                                   "(no registry), each one not here yet")
+    s.add_argument("--suite", help="only this Debian suite's (default: every suite the matrix's base images name)")
+    s.add_argument("--tag", help="image name, with --suite (default: the matrix's base of that suite, else "
+                                 "debian:<suite>-slim)")
     s.add_argument("--mirror", default="http://deb.debian.org/debian", help="Debian mirror")
     s.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
     s.set_defaults(handler=_cmd_base_offline)
@@ -167,8 +170,21 @@ def _cmd_base_offline(args, matrix: Matrix) -> int:
     from . import base_offline
     from ..engine import docker_client
 
-    base_offline.make(docker_client.client(), suite=args.suite, tag=args.tag, mirror=args.mirror,
-                      force=args.force, say=lambda m: print(m, file=sys.stderr))
+    bases = matrix.debian_bases  # name -> suite, as the builds look them up
+    if args.suite:
+        name = args.tag or next((b for b, s in bases.items() if s == args.suite), base_offline.default_tag(args.suite))
+        bases = {name: args.suite}
+    elif args.tag:
+        if len(bases) != 1:
+            raise UsageError(f"--tag names one image, and the matrix builds on {len(bases)} Debian bases "
+                             f"({', '.join(bases)}): pass --suite SUITE with it")
+        bases = {args.tag: next(iter(bases.values()))}
+    if not bases:
+        raise UsageError(f"{matrix.path} names no Debian base image: pass --suite SUITE")
+    client = docker_client.client()
+    for name, suite in bases.items():
+        base_offline.make(client, suite=suite, tag=name, mirror=args.mirror, force=args.force,
+                          say=lambda m: print(m, file=sys.stderr))
     return 0
 
 

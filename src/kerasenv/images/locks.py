@@ -21,7 +21,7 @@ from ..matrix.schema import Variant
 
 MAIN_LOCK = "requirements.lock"
 CUDA_LOCK = "requirements-cuda.lock"
-PLATFORM = "x86_64-manylinux_2_28"  # linux x86_64; Debian bookworm has glibc 2.36
+PLATFORM = "x86_64-manylinux_2_28"  # linux x86_64; glibc 2.36 in bookworm, 2.41 in trixie: both >= 2.28
 _ENTRY_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;]+)")
 _HASH_RE = re.compile(r"--hash=sha256:[0-9a-f]{64}")
 

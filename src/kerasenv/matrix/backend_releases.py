@@ -6,13 +6,13 @@ on PyPI accepts, resolved to exact pins (shared/reference/compatibility.md, "Ker
 JAX and PyTorch"), and the matrix entry that pins it must carry `gpu_evidence`: who ran
 that release on which GPU (the project's own GPU CI or release notes).
 
-- JAX 0.10.2 (the last release for Python 3.11; 0.11+ need >= 3.12): `jax[cuda12]` has
-  only lower bounds, and it resolves with exactly the CUDA 12.9.1 / cuDNN 9.24.0.43 stack
-  of tf2.21-cuda12.9. So both images pin one stack, and the CUDA wheel layer is the same
+- JAX 0.12.0.1 (Python >= 3.12, so on Debian 13's 3.13; 0.10.2 was the last release for
+  Python 3.11 and Debian 12): `jax[cuda12]` has only lower bounds, and it resolves with
+  exactly the CUDA 12.9.1 / cuDNN 9.24.0.43 stack of tf2.21-cuda12.9. So both images pin one stack, and the CUDA wheel layer is the same
   bytes in both (the CUDA lock names no variant). JAX needs two wheels beyond it,
   nvidia-nvshmem-cu12 and nvidia-cuda-cccl-cu12: they go in the JAX image's own layer so
-  the shared one stays shared. Kernels (SASS sm_50..sm_120, PTX compute_120) are read
-  from the binaries: images/<id>/kernel-targets.json.
+  the shared one stays shared. Kernels (SASS sm_50..sm_120, PTX compute_120 in 0.12.0.1's
+  plugin per compatibility.md) are read from the binaries: images/<id>/kernel-targets.json.
 - PyTorch 2.15.0: CUDA 13.2 only on PyPI (no cu12 build of torch >= 2.11 there), pinned
   exactly by the wheel (`cuda-toolkit[...]==13.2.2`, cuDNN cu13 9.26.0.51, NCCL cu13
   2.30.7, nvshmem cu13 3.7.2). nvJitLink and CCCL float to 13.5 unless held: they are
@@ -61,6 +61,12 @@ class BackendRelease:
 
 
 JAX_RELEASES: Mapping[str, BackendRelease] = MappingProxyType({
+    # 2026-10-21; Python >= 3.12 (cp312-cp314): the JAX images since Debian 13.
+    "0.12.0.1": BackendRelease(
+        "jax", "0.12.0.1", "3.12", "3.14", "jax[cuda12]==0.12.0.1", "jax==0.12.0.1",
+        CUDA_12_9_CUDNN_9_24, "2.30.7",
+        MappingProxyType({"nvidia-nvshmem-cu12": "3.8.0", "nvidia-cuda-cccl-cu12": "12.9.27"})),
+    # The last JAX for Python 3.11 (Debian 12): what the retired jax0.10-* ids shipped.
     "0.10.2": BackendRelease(
         "jax", "0.10.2", "3.11", "3.13", "jax[cuda12]==0.10.2", "jax==0.10.2",
         CUDA_12_9_CUDNN_9_24, "2.30.7",

@@ -37,6 +37,8 @@ IN_IMAGE_DIR = "common"
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")  # a valid Docker tag, lower-case
 _VERSION_RE = re.compile(r"^\d+(\.\d+)+$")
 _PYTHON_RE = re.compile(r"^3\.\d+$")
+# Debian's own images: debian:<suite>, debian:<suite>-slim (or a dated -slim), under any registry path.
+_DEBIAN_BASE_RE = re.compile(r"^(?:[^/]+/)*debian:([a-z]+)(?:-[\w.-]+)?$")
 
 # Where TensorFlow publishes its tested build configurations (compatibility.md §1).
 TF_TESTED_SOURCE = "https://www.tensorflow.org/install/source#gpu"
@@ -261,6 +263,14 @@ class Variant:
         return self.keras.split(".")[0] == "2"
 
     @property
+    def debian_suite(self) -> str | None:
+        """The Debian suite the image is built on (debian:trixie-slim: trixie), which names the
+        archive it applies updates from and the base `kerasenv base-offline` makes; None for a
+        base that is not Debian's own image (AMD's ROCm image)."""
+        m = _DEBIAN_BASE_RE.match(self.base_image)
+        return m.group(1) if m else None
+
+    @property
     def image_ref(self) -> str:
         return f"kerasenv:{self.id}"
 
@@ -306,6 +316,20 @@ class Jupyter:
 
 
 @dataclass(frozen=True)
+class Retired:
+    """An id no longer built ([[retired]] in the matrix): what replaced it, since when, and why."""
+
+    id: str
+    replaced_by: str
+    since: str  # YYYY-MM-DD
+    why: str
+
+    def message(self) -> str:
+        return (f"{self.id} is retired since {self.since} ({self.why}): use {self.replaced_by} "
+                f"(kerasenv:{self.replaced_by})")
+
+
+@dataclass(frozen=True)
 class Matrix:
     path: Path
     variants: tuple[Variant, ...]
@@ -314,6 +338,7 @@ class Matrix:
     default_rocm: str
     project: Mapping[str, str] = field(default_factory=dict)
     jupyter: Jupyter | None = None
+    retired: tuple[Retired, ...] = ()
 
     def with_jupyter(self) -> list[Variant]:
         """The variants that have a JupyterLab flavour."""
@@ -327,6 +352,10 @@ class Matrix:
         for variant in self.variants:
             if variant.id == variant_id:
                 return variant
+        # A pinned old id (or its -jupyter tag) gets its replacement, not "unknown variant".
+        for old in self.retired:
+            if variant_id in (old.id, f"{old.id}-jupyter"):
+                raise UsageError(old.message())
         raise UsageError(
             f"unknown variant {variant_id!r}; valid ids: {', '.join(self.ids)}"
         )
@@ -336,6 +365,15 @@ class Matrix:
         """The variants built FROM Debian (cpu, cuda): what `build --all`, `make test` and CI
         build and accept. ROCm is built FROM AMD's image, which needs Docker Hub."""
         return [v for v in self.variants if v.family != "rocm"]
+
+    @property
+    def debian_bases(self) -> dict[str, str]:
+        """Each Debian base_image the variants name -> its suite, in the matrix's order."""
+        bases: dict[str, str] = {}
+        for v in self.variants:
+            if v.debian_suite:
+                bases.setdefault(v.base_image, v.debian_suite)
+        return bases
 
     def select(self, ids: list[str]) -> list[Variant]:
         return [self.get(i) for i in ids]
@@ -417,7 +455,28 @@ def parse(raw: Mapping[str, Any], path: Path) -> Matrix:
     variants = [dataclasses.replace(v, recorded_kernels=kernel_targets_record.load(path.parent, v.id))
                 if v.family == "cuda" else v for v in variants]
     return Matrix(path=path, variants=tuple(variants), project=project, jupyter=_parse_jupyter(raw, fail),
-                  **defaults)
+                  retired=_parse_retired(raw, variants, fail), **defaults)
+
+
+def _parse_retired(raw: Mapping[str, Any], variants: list[Variant], fail) -> tuple[Retired, ...]:
+    entries = raw.get("retired", [])
+    if not isinstance(entries, list):
+        raise fail("retired", "must be an array of tables ([[retired]])")
+    current = {v.id for v in variants}
+    found: list[Retired] = []
+    for index, entry in enumerate(entries):
+        where = f"retired #{index + 1}"
+        if not isinstance(entry, dict) or set(entry) != {"id", "replaced_by", "since", "why"} \
+                or not all(isinstance(value, str) and value for value in entry.values()):
+            raise fail(where, "needs exactly the strings id, replaced_by, since (YYYY-MM-DD) and why")
+        if entry["id"] in current:
+            raise fail(where, f"{entry['id']!r} is still a variant: retire it by removing its [[variant]]")
+        if entry["replaced_by"] not in current:
+            raise fail(where, f"replaced_by {entry['replaced_by']!r} is not a variant id")
+        if not re.fullmatch(r"\d{4}-\d\d-\d\d", entry["since"]):
+            raise fail(where, f"since {entry['since']!r} is not a date like 2026-12-04")
+        found.append(Retired(**entry))
+    return tuple(found)
 
 
 def _optional_table(raw: Mapping[str, Any], name: str, fields: set[str], fail) -> Mapping[str, Any] | None:
@@ -622,9 +681,8 @@ def _check_override(v: Variant, release: tested_builds.TensorflowRelease, fail) 
 
 def _check_python_of_base(v: Variant, fail) -> None:
     """Python provided by a Debian base we know."""
-    suite = re.match(r"^(?:[^/]*/)*debian:(\w+)", v.base_image)
-    if suite and suite.group(1).split("-")[0] in tested_builds.DEBIAN_PYTHON:
-        provided = tested_builds.DEBIAN_PYTHON[suite.group(1).split("-")[0]]
+    if v.debian_suite in tested_builds.DEBIAN_PYTHON:
+        provided = tested_builds.DEBIAN_PYTHON[v.debian_suite]
         if provided != v.python:
             raise fail("python", f"{v.base_image} provides Python {provided}, not {v.python}")
 

@@ -9,9 +9,10 @@ container's end means: OOM-killed is exit 5 naming the limit, SIGKILL (137) says
 resume, and the smoke training's report is named.
 
 run/ sits below host/ and images/ in the layering, yet `auto` is doctor's pick
-(host/variant_choice), --build-missing builds (images/build) and --gpus is resolved for this
-host and engine with what the doctor knows (host/gpu_choice): the caller, cli.py, hands all
-three in as an `Upstream`, so nothing here imports upwards and tests can hand in fakes.
+(host/variant_choice), --build-missing builds (images/build), --gpus is resolved for this
+host and engine with what the doctor knows (host/gpu_choice) and the host's shape may need a
+setting in the container (host/container_env: JAX >= 0.11 on WSL2): the caller, cli.py, hands
+all four in as an `Upstream`, so nothing here imports upwards and tests can hand in fakes.
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ class GpuResolver(Protocol):
     def resolve(self, client, v: Variant, spec, say=...) -> gpu_request.GpuAccess: ...
 
 
+class HostEnv(Protocol):
+    """The container environment this host's shape needs for a variant (host/container_env)."""
+
+    def apply(self, v: Variant, env: dict[str, str], say=...) -> dict[str, str]: ...
+
+
 @dataclass(frozen=True)
 class Upstream:
     """What a session needs from the layers above run/, handed in by cli.py."""
@@ -62,6 +69,7 @@ class Upstream:
     chooser: VariantChooser
     builder: ImageBuilder
     gpus: GpuResolver
+    host_env: HostEnv
 
 
 @dataclass(frozen=True)
@@ -122,7 +130,7 @@ def run_workload(matrix: Matrix, upstream: Upstream, request: Request) -> int:
     gpus = upstream.gpus.resolve(client, v, spec, say=say)
     if r.build_missing and not docker_client.has_image(client, v.image_ref):
         upstream.builder.build(client, matrix, v, ca_cert=upstream.builder.default_ca_cert(None))
-    env = runner.parse_env(r.env)
+    env = upstream.host_env.apply(v, runner.parse_env(r.env), say=say)
     cmd, run_id = runner.workload(v, r.command, smoke=r.smoke, run_id=r.run_id, flags=r.flags)
     result = runner.run(client, v, cmd, gpus=gpus, shm_size=r.shm_size, runs_dir=r.runs_dir, user=r.user, env=env,
                         memory=r.memory, kind="smoke" if r.smoke else "run",
@@ -186,7 +194,8 @@ def run_lab(matrix: Matrix, upstream: Upstream, request: LabRequest) -> int:
         upstream.builder.build(client, matrix, v, jupyter=True, ca_cert=ca_cert)
     token = lab.new_token()
     result = runner.run(client, v, None, image=v.jupyter_ref, gpus=gpus, shm_size=r.shm_size, runs_dir=None,
-                        user=r.user, env={"JUPYTER_TOKEN": token}, kind="lab", project=r.project,
+                        user=r.user, env=upstream.host_env.apply(v, {"JUPYTER_TOKEN": token}, say=say),
+                        kind="lab", project=r.project,
                         volumes=r.volumes, ports=lab.ports(r.port), detach=r.detach,
                         missing_hint=" --jupyter (or pass --build-missing)",
                         on_started=lab.announce(r.port, token, say, wait=r.detach))

@@ -5,7 +5,9 @@ Debian: a throwaway container of the image (as root, with the network, removed a
 every installed package with a newer version in `-security` is a finding (FAIL); point-release
 and -updates ones are listed (WARN). Python: the variant's locks through pip-audit where a
 vulnerability database is reachable (python_audit), else it says so. And how fresh the image is:
-its io.kerasenv.debian-updates label against the archive now.
+its io.kerasenv.debian-updates label against the archive now, of the image's own suite (the
+label's dists, else the image's /etc/os-release): bookworm's for the older TensorFlow images,
+trixie's for the rest; apt in the container reads its own suite's archive either way.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from .python_audit import PythonAudit
 class DebianAudit:
     pending: list[debian.Pending] = field(default_factory=list)
     built_with: str | None = None  # the image's label
-    archive_now: str | None = None  # the archive state now (label form), if read
+    archive_now: str | None = None  # the archive state now (label form) of the image's suite, if read
+    suite: str | None = None  # the image's Debian suite (None: not Debian, or unknown)
 
     @property
     def security(self) -> list[debian.Pending]:
@@ -46,13 +49,14 @@ class DebianAudit:
         return f"no pending Debian update ({fresh})"
 
     def as_dict(self) -> dict:
-        return {"status": self.status, "line": self.line(), "built_with": self.built_with,
+        return {"status": self.status, "line": self.line(), "built_with": self.built_with, "suite": self.suite,
                 "archive_now": self.archive_now, "pending": [asdict(p) | {"security": p.security}
                                                              for p in self.pending]}
 
 
-def debian_pending(client, image: str) -> list[debian.Pending]:
-    """What the archive has now that `image` lacks (a container as root, network on, removed)."""
+def _run_as_root(client, image: str, script: str, what: str) -> tuple[int, str, str]:
+    """`sh -c script` in a throwaway container of `image` as root (network on, removed after):
+    its exit code, stdout and stderr."""
     from docker.errors import APIError, ImageNotFound
 
     try:
@@ -60,7 +64,7 @@ def debian_pending(client, image: str) -> list[debian.Pending]:
     except ImageNotFound:
         raise KerasenvError(f"{image} is not here: build it (`make build VARIANT=<id>`) or pull it") from None
     container = client.containers.create(
-        image, ["sh", "-c", debian.PENDING_SCRIPT], entrypoint=[], user="0:0",
+        image, ["sh", "-c", script], entrypoint=[], user="0:0",
         name=f"kerasenv-audit-{uuid.uuid4().hex[:8]}", labels=docker_client.container_labels("audit"))
     try:
         container.start()
@@ -68,13 +72,35 @@ def debian_pending(client, image: str) -> list[debian.Pending]:
         out = container.logs(stdout=True, stderr=False).decode(errors="replace")
         err = container.logs(stdout=False, stderr=True).decode(errors="replace")
     except APIError as exc:
-        raise KerasenvError(f"could not run apt in {image}: {str(exc.explanation or exc)[:200]}") from None
+        raise KerasenvError(f"could not run {what} in {image}: {str(exc.explanation or exc)[:200]}") from None
     finally:
         container.remove(force=True)
+    return code, out, err
+
+
+def debian_pending(client, image: str) -> list[debian.Pending]:
+    """What the archive has now that `image` lacks (a container as root, network on, removed)."""
+    code, out, err = _run_as_root(client, image, debian.PENDING_SCRIPT, "apt")
     if code != 0:
         raise KerasenvError(f"apt-get update failed in {image} (exit {code}: {err.strip()[-200:]}): Debian's archive "
                             "must be reachable from containers (http://deb.debian.org); check the network/proxy")
     return debian.parse_upgradable(out)
+
+
+# The image's distribution and codename (`debian trixie`); an image without /etc/os-release says nothing.
+_OS_RELEASE_SCRIPT = '. /etc/os-release 2>/dev/null && echo "$ID $VERSION_CODENAME"'
+
+
+def image_suite(client, image: str, label: str | None) -> str | None:
+    """The Debian suite of `image`: the one its io.kerasenv.debian-updates label's dists name,
+    else VERSION_CODENAME of its /etc/os-release (an image built before the label, or not by
+    kerasenv); None when it is not Debian (AMD's Ubuntu-based ROCm image)."""
+    state = debian.parse_label(label or "")
+    if state is not None and len(state.suites) == 1:
+        return state.suites[0]
+    code, out, _ = _run_as_root(client, image, _OS_RELEASE_SCRIPT, "sh (reading /etc/os-release)")
+    words = out.split()
+    return words[1] if code == 0 and len(words) == 2 and words[0] == "debian" else None
 
 
 @dataclass
@@ -101,18 +127,20 @@ class Report:
 
 
 def audit(client, image: str, *, locks=None, python: bool = True, archive=None, database=None) -> Report:
-    """The whole audit of `image`; `locks`: the Python locks to scan (a variant's)."""
+    """The whole audit of `image`; `locks`: the Python locks to scan (a variant's); `archive`:
+    reads a suite's archive state (debian.archive_state)."""
     from . import python_audit
 
     if not _exists(client, image):
         raise KerasenvError(f"{image} is not here: build it (`make build VARIANT=<id>`) or pull it")
     built = (client.images.get(image).labels or {}).get(debian.LABEL)
+    suite = image_suite(client, image, built)
     state = None
     try:
-        state = (archive or debian.archive_state)()
+        state = (archive or debian.archive_state)(suite) if suite else None
     except KerasenvError:
         pass  # the apt run below says whether the archive is reachable
-    deb = DebianAudit(debian_pending(client, image), built, state.label() if state else None)
+    deb = DebianAudit(debian_pending(client, image), built, state.label() if state else None, suite)
     py = python_audit.pip_audit(list(locks or []), database) if python and locks else None
     return Report(image, deb, py)
 

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..errors import UsageError
 from ..matrix.schema import Matrix
 
 
@@ -16,15 +17,22 @@ def register(subparsers) -> None:
     s.add_argument("--json", action="store_true", help="the report as JSON on stdout")
     s.add_argument("--no-python", action="store_true", help="Debian only")
     s.set_defaults(handler=_cmd_audit)
-    s = subparsers.add_parser("debian-updates", help="Debian's archive state now (each suite's InRelease date): "
-                                                     "what a build applies and labels")
+    s = subparsers.add_parser("debian-updates", help="Debian's archive state now (each dist's InRelease date) for "
+                                                     "every suite the matrix builds on: what a build applies "
+                                                     "(its suite's part) and labels")
+    s.add_argument("--suite", help="only this suite's (default: each suite of the matrix's Debian bases)")
     s.set_defaults(handler=_cmd_debian_updates)
 
 
 def _cmd_debian_updates(args, matrix: Matrix) -> int:
     from . import debian
 
-    print(debian.archive_state().label())
+    # One line for all suites: `make test` passes it to every build, and each build takes its
+    # own suite's three entries (images/build.py debian_updates).
+    suites = [args.suite] if args.suite else list(dict.fromkeys(matrix.debian_bases.values()))
+    if not suites:
+        raise UsageError(f"{matrix.path} names no Debian base image (debian:<suite>-slim): pass --suite SUITE")
+    print(" ".join(debian.archive_state(suite).label() for suite in suites))
     return 0
 
 

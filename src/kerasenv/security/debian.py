@@ -1,20 +1,21 @@
 """Debian's archive state, and which installed packages it has a newer version of.
 
-The images apply bookworm's point-release, -updates and -security packages when their base
-stage is built (images/build/debian-updates.sh). What they get is fixed by the archive's state
-that day: each suite's signed `InRelease` carries a `Date:`. `kerasenv build` reads the three
-dates from the archive before the build and passes them in (build arg DEBIAN_UPDATES); the build
-step checks that apt saw exactly those, then upgrades; the image keeps them in its label
-`io.kerasenv.debian-updates` and in /etc/kerasenv/debian-updates. Two builds under the same
-archive state get the same packages; a later state is a newer label (and a new base layer:
-the build arg keys the step).
+Each image applies its own suite's point-release, -updates and -security packages when its base
+stage is built (images/build/debian-updates.sh): the suite of its base image (Variant.debian_suite:
+bookworm for the older TensorFlow images, trixie for the rest). What it gets is fixed by the
+archive's state that day: each dist's signed `InRelease` carries a `Date:`. `kerasenv
+debian-updates` reads the dates of every suite the matrix builds on (`make test` once per run);
+`kerasenv build` passes a variant only its own suite's three (build arg DEBIAN_UPDATES), since apt
+in the image sees only those; the build step checks that apt saw exactly them, then upgrades;
+the image keeps them in its label `io.kerasenv.debian-updates` and in /etc/kerasenv/debian-updates.
+Two builds under the same archive state get the same packages; a later state is a newer label
+(and a new base layer: the build arg keys the step).
 
 `apt list --upgradable` run in a container after `apt-get update` says what the archive has
 now that the image lacks: `zlib1g/oldstable-security 1:1.2.13.dfsg-1+deb12u2 amd64 [upgradable
-from: 1:1.2.13.dfsg-1]` (the suite is the archive's Suite name, oldstable-security for
-bookworm once trixie is stable, or the codename).
+from: 1:1.2.13.dfsg-1]` (the suite is the archive's Suite name: oldstable-security for bookworm
+and stable-security for trixie while trixie is stable, or the codename).
 """
-
 from __future__ import annotations
 
 import re
@@ -26,14 +27,18 @@ from email.utils import parsedate_to_datetime
 from ..errors import KerasenvError
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-DEFAULT_SUITE = "bookworm"
 LABEL = "io.kerasenv.debian-updates"
 IN_IMAGE = "/etc/kerasenv/debian-updates"
 
 
-def dists(suite: str = DEFAULT_SUITE) -> tuple[str, str, str]:
+def dists(suite: str) -> tuple[str, str, str]:
     """The point release, its -updates and its -security archives."""
     return suite, f"{suite}-updates", f"{suite}-security"
+
+
+def suite_of(dist: str) -> str:
+    """bookworm-security -> bookworm (the suite a dist of a label belongs to)."""
+    return dist.split("-", 1)[0]
 
 
 def inrelease_url(dist: str, mirror: str = DEFAULT_MIRROR) -> str:
@@ -65,6 +70,22 @@ class ArchiveState:
     def as_dict(self) -> dict[str, str]:
         return dict(self.dates)
 
+    @property
+    def suites(self) -> tuple[str, ...]:
+        """The suites the state names, in its order."""
+        return tuple(dict.fromkeys(suite_of(dist) for dist, _ in self.dates))
+
+    def of_suite(self, suite: str) -> "ArchiveState":
+        """Only `suite`'s entries (its three dists, where the state has them), in the state's order:
+        what apt in an image of that suite sees."""
+        wanted = dists(suite)
+        return ArchiveState(tuple((dist, when) for dist, when in self.dates if dist in wanted))
+
+    def missing(self, suite: str) -> list[str]:
+        """The dists of `suite` the state has no date for."""
+        have = {dist for dist, _ in self.dates}
+        return [dist for dist in dists(suite) if dist not in have]
+
 
 def _iso(when: datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -76,9 +97,9 @@ def parse_label(text: str) -> ArchiveState | None:
     return ArchiveState(tuple(pairs)) if pairs else None
 
 
-def archive_state(suite: str = DEFAULT_SUITE, mirror: str = DEFAULT_MIRROR, fetch=None) -> ArchiveState:
-    """Read the three archives' InRelease dates now (over http, as apt does: the files are
-    signed, the date is only used to key and label the build)."""
+def archive_state(suite: str, mirror: str = DEFAULT_MIRROR, fetch=None) -> ArchiveState:
+    """Read `suite`'s three archives' InRelease dates now (over http, as apt does: the files
+    are signed, the date is only used to key and label the build)."""
     def default_fetch(url: str) -> str:
         with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 - Debian's archive
             return response.read(200_000).decode("utf-8", "replace")
@@ -101,7 +122,7 @@ class Pending:
     """An installed package the archive has a newer version of."""
 
     name: str
-    suite: str  # the archive suite apt names: oldstable-security, bookworm-updates, ...
+    suite: str  # the archive suite apt names: oldstable-security, stable-security, bookworm-updates, ...
     version: str
     installed: str
 

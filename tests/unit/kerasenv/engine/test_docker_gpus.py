@@ -244,3 +244,28 @@ def test_listing_local_images_survives_an_image_removed_between_list_and_inspect
         assert docker_client.has_image(client, "kerasenv:tf2.21-cuda12.9")
         facts = doctor.gather(lambda: client, root=str(tmp_path))
     assert facts.docker_error is None and facts.local_images == {"kerasenv:tf2.21-cuda12.9"}
+
+
+class LocalImages:
+    """A client whose engine holds `tags` (GET /images/json and inspect, nothing else)."""
+
+    def __init__(self, *tags: str) -> None:
+        self.tags = tags
+        self.api = type("Api", (), {"images": lambda api, name=None: [{"RepoTags": list(tags)}]})()
+        self.images = self
+
+    def get(self, ref):
+        if ref not in self.tags:
+            raise docker.errors.ImageNotFound(ref)
+        return ref
+
+
+def test_the_probe_starts_from_a_kerasenv_image_else_any_debian_base_here_else_any_image():
+    """Without a kerasenv image, a Debian base the matrix builds on (trixie or bookworm, whichever
+    is here) before an unrelated image: it starts `true` at once and is there after test-prereqs."""
+    assert docker_gpus._probe_image(LocalImages("alpine:3", "debian:trixie-slim", "kerasenv:tf2.21-cpu"), None) \
+        == "kerasenv:tf2.21-cpu"
+    assert docker_gpus._probe_image(LocalImages("alpine:3", "debian:trixie-slim"), None) == "debian:trixie-slim"
+    assert docker_gpus._probe_image(LocalImages("alpine:3", "debian:bookworm-slim"), None) == "debian:bookworm-slim"
+    assert docker_gpus._probe_image(LocalImages("alpine:3"), "kerasenv:gone") == "alpine:3"
+    assert docker_gpus._probe_image(LocalImages(), None) is None

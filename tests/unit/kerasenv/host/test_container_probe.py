@@ -123,7 +123,7 @@ JAX_OK = {"backend": "jax", "nvidia_smi_l": "GPU 0: NVIDIA H200", "gpus": ["cuda
 
 
 def test_a_jax_image_runs_its_backends_check_and_its_lines_are_named_after_jax(monkeypatch, real_matrix):
-    v = real_matrix.get("jax0.10-cuda12.9")
+    v = real_matrix.get("jax0.12-cuda12.9")
     commands = []
 
     def probe_json(client, variant, command, gpus):

@@ -83,14 +83,14 @@ def test_a100_on_535_runs_every_cuda_variant_and_gets_the_default_gpu_image(real
     report = doctor.judge(facts_for("a100-535", monkeypatch), real_matrix)
     v = verdicts(report)
     cuda = [x.id for x in real_matrix.variants if x.family == "cuda"]
-    assert "jax0.10-cuda12.9" in cuda and "torch2.15-cuda13.2" in cuda
+    assert "jax0.12-cuda12.9" in cuda and "torch2.15-cuda13.2" in cuda
     assert all(v[i].status == PASS for i in cuda if i != "torch2.15-cuda13.2")
     assert all(v[i].status == PASS for i in v if "cuda" in i and i.startswith("tf"))
     assert "minor-version compatibility" in v["tf2.21-cuda12.9"].message  # 535 < 575.57.08, native sm_80
     assert "driver below 575.57.08, the CUDA 12.9 wheels' own" in v["tf2.21-cuda12.9"].message
     # JAX: native sm_80, on the same CUDA 12.9 wheels under minor-version compatibility.
-    assert "PTX" not in v["jax0.10-cuda12.9"].message
-    assert "driver below 575.57.08, the CUDA 12.9 wheels' own" in v["jax0.10-cuda12.9"].message
+    assert "PTX" not in v["jax0.12-cuda12.9"].message
+    assert "driver below 575.57.08, the CUDA 12.9 wheels' own" in v["jax0.12-cuda12.9"].message
     # PyTorch's CUDA 13.2 does not load on R535.
     torch = v["torch2.15-cuda13.2"]
     assert torch.status == FAIL and "driver 535.129.03 is older than 580.65.06" in torch.message
@@ -118,7 +118,7 @@ def test_without_a_record_the_published_list_decides_and_h100_on_550_fails_for_p
         assert "needs driver >= 555.42.06, this host has 550.54.14" in v[variant_id].message
     assert v["tf2.17-cuda12.3"].status == PASS  # PTX from CUDA 12.3 JITs on 550 (>= 545.23.06)
     # No published list for JAX: unrecorded, its kernels are not judged (a warning, not a crash).
-    jax = v["jax0.10-cuda12.9"]
+    jax = v["jax0.12-cuda12.9"]
     assert jax.status == WARN and "kernel targets unknown (not recorded): kernel support not checked" in jax.message
     assert v["torch2.15-cuda13.2"].status == FAIL and "older than 580.65.06" in v["torch2.15-cuda13.2"].message
     assert report.recommended == "tf2.17-cuda12.3"
@@ -200,7 +200,7 @@ def test_text_report_names_each_fail_with_its_fix(real_matrix, monkeypatch):
 def test_a_blackwell_host_below_580_is_pointed_at_the_jax_image_not_the_newest_tf(real_matrix, monkeypatch):
     torch = verdicts(doctor.judge(facts_for("rtx5090-572", monkeypatch), real_matrix))["torch2.15-cuda13.2"]
     assert torch.status == FAIL and "older than 580.65.06" in torch.message
-    assert "jax0.10-cuda12.9 runs on it, with native kernels for this GPU" in torch.message
+    assert "jax0.12-cuda12.9 runs on it, with native kernels for this GPU" in torch.message
 
 
 @pytest.mark.parametrize("version,status,says", [

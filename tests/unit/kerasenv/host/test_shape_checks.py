@@ -53,7 +53,7 @@ def test_wsl2_is_detected_from_its_kernel_and_dxg():
     assert not wsl.detect(FIXTURES / "host-shapes" / "linux").present
 
 
-def test_on_wsl2_the_windows_driver_is_judged_by_windows_floors_and_jax_is_refused_by_name(real_matrix, monkeypatch):
+def test_on_wsl2_the_windows_driver_is_judged_by_windows_floors(real_matrix, monkeypatch):
     """RTX 5090 inside WSL2 (a capture: Windows driver 572.70), the WSL2 tree constructed."""
     report = doctor.judge(host(monkeypatch, "rtx5090-572", shape="wsl2"), real_matrix)
     v = verdicts(report)
@@ -63,19 +63,89 @@ def test_on_wsl2_the_windows_driver_is_judged_by_windows_floors_and_jax_is_refus
     assert "Windows driver 572.70 is older than 580.88, the Windows minimum for CUDA 13.2" in \
         v["torch2.15-cuda13.2"].message
     assert v["torch2.15-cuda13.2"].fix.startswith("upgrade the Windows NVIDIA driver to >= 580.88")
-    # JAX 0.10.2's first allocation fails under WSL2: named, with the image to use instead.
-    jax = v["jax0.10-cuda12.9"]
+    # TF JIT-compiles PTX for Blackwell: usable with a warning, and no allocator setting.
+    assert v["tf2.21-cuda12.9"].status == WARN and ALLOCATOR not in v["tf2.21-cuda12.9"].message
+    assert report.gpu_usable
+
+
+ALLOCATOR = "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async"
+
+
+def with_jax_kernels(matrix):
+    """The matrix with jax0.12-cuda12.9's kernel targets as its recording would have them
+    (CONSTRUCTED: SASS up to sm_120 as JAX's cuda12 wheels carry, blackwell.py's sources), so
+    that the ranking is tested apart from whether images/jax0.12-cuda12.9/kernel-targets.json
+    is recorded yet."""
+    from dataclasses import replace
+
+    from kerasenv.matrix.kernel_targets import KernelTargets
+
+    jax = matrix.get("jax0.12-cuda12.9")
+    targets = KernelTargets("jax", jax.jax, ("sm_80", "sm_90", "sm_100", "sm_120"), ("compute_120",))
+    return replace(matrix, variants=tuple(replace(x, recorded_kernels=targets) if x is jax else x
+                                          for x in matrix.variants))
+
+
+def test_on_wsl2_jax_0_12_works_with_the_cuda_async_allocator_and_says_so(real_matrix, monkeypatch):
+    """openxla/xla#48979: JAX >= 0.11's default allocator fails allocations of 4 GiB or more
+    under WSL2; XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async works, and kerasenv run sets it there."""
+    jax = verdicts(doctor.judge(host(monkeypatch, "rtx5090-572", shape="wsl2"), real_matrix))["jax0.12-cuda12.9"]
+    assert jax.status == WARN
+    assert ALLOCATOR in jax.message and "openxla/xla#48979" in jax.message and "4 GiB" in jax.message
+    assert "`kerasenv run`, `shell`, `smoke` and `lab` set on WSL2" in jax.message
+    assert "jax-ml/jax#40558" not in jax.message
+    assert f"pass `-e {ALLOCATOR}` yourself" in jax.fix
+    # With its kernels recorded: native for the RTX 5090, so only the setting stands between it
+    # and a PASS, which kerasenv applies itself: the doctor recommends it, as on Linux.
+    report = doctor.judge(host(monkeypatch, "rtx5090-572", shape="wsl2"), with_jax_kernels(real_matrix))
+    jax = verdicts(report)["jax0.12-cuda12.9"]
+    assert jax.status == WARN and jax.message.startswith(f"works with {ALLOCATOR}, which")
+    assert "; otherwise compatible (NVIDIA GeForce RTX 5090 (compute capability 12.0, Blackwell): native" in \
+        jax.message
+    assert report.recommended == "jax0.12-cuda12.9" and report.gpu_usable
+    # TF's verdict names the JAX image as the one with native kernels, and is otherwise as it was.
+    tf = verdicts(report)["tf2.21-cuda12.9"]
+    assert tf.status == WARN and "kerasenv:jax0.12-cuda12.9 (native kernels for it)" in tf.fix
+
+
+def test_off_wsl2_jax_needs_no_allocator_setting(real_matrix, monkeypatch):
+    report = doctor.judge(host(monkeypatch, "rtx5090-572"), with_jax_kernels(real_matrix))
+    jax = verdicts(report)["jax0.12-cuda12.9"]
+    assert jax.status == PASS and "XLA_PYTHON_CLIENT_ALLOCATOR" not in jax.message + jax.fix
+
+
+def test_on_wsl2_jax_0_10_2_still_fails_with_its_own_defect(real_matrix, monkeypatch):
+    """jax-ml/jax#40558 describes JAX 0.10.2 (the retired jax0.10-cuda12.9): still a FAIL,
+    without the allocator setting, which is not known to mend it."""
+    from dataclasses import replace
+
+    matrix = with_jax_kernels(real_matrix)
+    old = replace(real_matrix.get("jax0.12-cuda12.9"), id="jax0.10-cuda12.9", jax="0.10.2")
+    matrix = replace(matrix, variants=(*matrix.variants, old))
+    jax = verdicts(doctor.judge(host(monkeypatch, "rtx5090-572", shape="wsl2"), matrix))["jax0.10-cuda12.9"]
     assert jax.status == FAIL and "jax-ml/jax#40558" in jax.message and "CUDA_ERROR_UNKNOWN" in jax.message
-    assert jax.fix.startswith("use kerasenv:tf2.21-cuda12.9")
-    # TF JIT-compiles PTX for Blackwell: usable with a warning, and the recommendation.
-    assert v["tf2.21-cuda12.9"].status == WARN
-    assert report.recommended == "tf2.21-cuda12.9" and report.gpu_usable
+    assert "XLA_PYTHON_CLIENT_ALLOCATOR" not in jax.message + jax.fix
+    assert jax.fix.startswith("use kerasenv:jax0.12-cuda12.9")
+
+
+def test_the_setting_is_keyed_on_the_jax_release_not_the_id(real_matrix):
+    from dataclasses import replace
+
+    wsl2 = wsl.detect(FIXTURES / "host-shapes" / "wsl2")
+    jax = real_matrix.get("jax0.12-cuda12.9")
+    found = shape_checks.setting(jax, wsl2)
+    assert found is not None and (found.assignment, found.short_report) == (ALLOCATOR, "openxla/xla#48979")
+    assert shape_checks.setting(replace(jax, jax="0.11.0"), wsl2) is found
+    assert shape_checks.setting(replace(jax, jax="0.10.2"), wsl2) is None
+    assert shape_checks.setting(replace(jax, id="jax-next"), wsl2) is found
+    assert shape_checks.setting(real_matrix.get("jax0.12-cpu"), wsl2) is None
+    assert shape_checks.setting(jax, wsl.detect(FIXTURES / "host-shapes" / "linux")) is None
 
 
 def test_the_same_driver_on_linux_is_judged_by_linux_floors(real_matrix, monkeypatch):
     """Without WSL2's signs the 572.70 is a Linux number: JAX's native sm_120 kernels pass."""
     v = verdicts(doctor.judge(host(monkeypatch, "rtx5090-572"), real_matrix))
-    assert v["jax0.10-cuda12.9"].status == PASS
+    assert v["jax0.12-cuda12.9"].status == PASS
     assert "580.65.06" in v["torch2.15-cuda13.2"].message
 
 

@@ -86,7 +86,7 @@ def test_auto_is_doctors_recommendation_with_its_reason(facts, expected, monkeyp
 
 @pytest.mark.parametrize("scenario, expected", [
     # Blackwell below R580: the JAX image has native kernels there (TF's only PTX, PyTorch's CUDA 13.2 needs 580).
-    ("rtx5090-572", "jax0.10-cuda12.9"), ("b200-575", "jax0.10-cuda12.9"),
+    ("rtx5090-572", "jax0.12-cuda12.9"), ("b200-575", "jax0.12-cuda12.9"),
     # Ampere on 535: every CUDA 12 image passes, so the default GPU image.
     ("a100-535", "tf2.21-cuda12.9"),
     # Hopper on 580, captured on the lent H200 machine: TF's sm_90 SASS, so the default GPU image.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -20,7 +21,24 @@ from kerasenv.images import build
 def build_notes_in_tmp(tmp_path, monkeypatch):
     """build() notes its stage images under XDG_CACHE_HOME: not in the real ~/.cache."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
-from kerasenv.errors import UsageError
+
+
+# `kerasenv debian-updates` for a matrix on trixie and bookworm (as `make test` passes it).
+TRIXIE = "trixie@2026-11-21T09:15:44Z trixie-updates@2026-12-03T02:15:27Z trixie-security@2026-12-02T23:13:44Z"
+BOOKWORM = ("bookworm@2026-07-11T10:16:37Z bookworm-updates@2026-12-03T02:15:27Z "
+            "bookworm-security@2026-12-02T23:13:43Z")
+BOTH = f"{TRIXIE} {BOOKWORM}"
+
+
+@pytest.fixture(autouse=True)
+def debian_state_of_both_suites(monkeypatch):
+    """build() reads Debian's archive unless told its state: these tests tell it (no network),
+    and no archive read of another test is remembered."""
+    monkeypatch.setenv("KERASENV_DEBIAN_UPDATES", BOTH)
+    monkeypatch.setattr(build, "_debian_states", {})
+
+
+from kerasenv.errors import BuildFailed, UsageError
 
 CA_ORDER = ("KERASENV_CA_CERT", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
@@ -185,16 +203,91 @@ def test_build_of_a_clean_commit_is_dated_by_the_commit(monkeypatch, tmp_path):
 
 # --- effective_base ----------------------------------------------------------------------
 
-def test_base_override_applies_to_debian_variants_only(real_matrix):
-    override = "registry.example/debian:bookworm-slim"
+def test_base_override_applies_to_the_variants_on_the_default_base_only(real_matrix):
+    """Only the variants on the default CPU image's base take it: an override of one Debian
+    suite does not move the variants on another suite (nor AMD's image) onto it."""
+    default_base = real_matrix.get(real_matrix.default_cpu).base_image
+    override = f"registry.example/{default_base}"
     for v in real_matrix.variants:
-        expected = v.base_image if v.family == "rocm" else override
+        expected = override if v.base_image == default_base else v.base_image
         assert build.effective_base(v, override, real_matrix) == expected, v.id
+    rocm = next(v for v in real_matrix.variants if v.family == "rocm")
+    assert build.effective_base(rocm, override, real_matrix) == rocm.base_image
 
 
 def test_no_override_keeps_the_matrix_base(real_matrix):
     for v in real_matrix.variants:
         assert build.effective_base(v, None, real_matrix) == v.base_image
+
+
+# --- debian_updates: each build its own suite's archive state ---------------------------
+
+def test_a_build_takes_only_its_own_suites_entries_of_a_state_of_two_suites(monkeypatch):
+    assert build.debian_updates("trixie", BOTH) == TRIXIE
+    assert build.debian_updates("bookworm", BOTH) == BOOKWORM
+    assert build.debian_updates("bookworm") == BOOKWORM  # from KERASENV_DEBIAN_UPDATES
+    assert build.debian_updates("bookworm", BOOKWORM) == BOOKWORM  # an old one-suite label, as it was
+
+
+def test_a_state_without_the_builds_suite_is_one_line_naming_the_fix(monkeypatch):
+    with pytest.raises(UsageError) as caught:
+        build.debian_updates("trixie", BOOKWORM)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("--debian-updates names no date for trixie, trixie-updates, trixie-security, which a "
+                              "build on Debian trixie applies")
+    assert "`kerasenv debian-updates`" in message
+    monkeypatch.setenv("KERASENV_DEBIAN_UPDATES", f"{BOOKWORM} trixie@2026-11-21T09:15:44Z")
+    with pytest.raises(UsageError, match=r"^KERASENV_DEBIAN_UPDATES names no date for trixie-updates, "
+                                         r"trixie-security, "):
+        build.debian_updates("trixie")
+
+
+def test_without_a_state_each_suite_is_read_from_the_archive_once(monkeypatch):
+    from kerasenv.security import debian
+
+    monkeypatch.delenv("KERASENV_DEBIAN_UPDATES")
+    read = []
+
+    def archive_state(suite):
+        read.append(suite)
+        return debian.parse_label({"trixie": TRIXIE, "bookworm": BOOKWORM}[suite])
+
+    monkeypatch.setattr(debian, "archive_state", archive_state)
+    assert [build.debian_updates(s) for s in ("trixie", "bookworm", "trixie", "bookworm")] == \
+        [TRIXIE, BOOKWORM, TRIXIE, BOOKWORM]
+    assert read == ["trixie", "bookworm"]
+
+
+class ArgsOfBuild:
+    """The build args build() sends; the build itself stops there."""
+
+    def __init__(self) -> None:
+        self.api, self.images, self.buildargs = self, self, None
+
+    def get(self, ref):
+        return FakeImage(ref, [ref])
+
+    def build(self, **kwargs):
+        self.buildargs = kwargs["buildargs"]
+        yield {"error": "stop here"}
+
+
+@pytest.mark.parametrize("base, suite_state", [("debian:trixie-slim", TRIXIE), ("debian:bookworm-slim", BOOKWORM)])
+def test_a_build_passes_its_own_suites_state_as_debian_updates(real_matrix, base, suite_state):
+    v = dataclasses.replace(real_matrix.get(real_matrix.default_cpu), base_image=base)
+    client = ArgsOfBuild()
+    with pytest.raises(BuildFailed):
+        build.build(client, real_matrix, v, progress=build.Progress(io.StringIO(), live=False))
+    assert client.buildargs["DEBIAN_UPDATES"] == suite_state
+
+
+def test_amds_image_gets_no_debian_updates(real_matrix):
+    rocm = next(v for v in real_matrix.variants if v.family == "rocm")
+    client = ArgsOfBuild()
+    with pytest.raises(BuildFailed):
+        build.build(client, real_matrix, rocm, progress=build.Progress(io.StringIO(), live=False))
+    assert rocm.debian_suite is None and "DEBIAN_UPDATES" not in client.buildargs
 
 
 # --- the builder stages of a build, and dropping them ------------------------------------

@@ -137,7 +137,7 @@ def test_inputs_name_every_pin_and_nothing_for_rocm():
 
 
 @pytest.mark.parametrize("variant_id, tools", [
-    ("jax0.10-cpu", ["tensorflow-cpu==2.21.0", "grain==0.2.18", "pydot==4.0.1", "jax2onnx==0.17.1"]),
+    ("jax0.12-cpu", ["tensorflow-cpu==2.21.0", "grain==0.2.18", "pydot==4.0.1", "jax2onnx==0.17.1"]),
     ("torch2.15-cuda13.2", ["tensorflow-cpu==2.21.0", "grain==0.2.18", "pydot==4.0.1", "onnxscript==0.7.2"]),
     ("tf2.21-cpu", ["grain==0.2.18", "pydot==4.0.1", "tf2onnx==1.17.0"]),
     # Keras 3.6 has neither format="grain" (3.12) nor ONNX export (3.8); tf.keras 2 neither.
@@ -155,7 +155,7 @@ def test_keras_tools_join_the_inputs_by_backend_and_keras_release(variant_id, to
 
 
 def test_check_names_a_keras_tool_locked_at_another_version(tmp_path):
-    v = load().get("jax0.10-cpu")
+    v = load().get("jax0.12-cpu")
     pins = resolved(v)
     pins["tensorflow-cpu"] = Pin("tensorflow-cpu", "2.20.0", (FAKE_HASH,))
     del pins["grain"]

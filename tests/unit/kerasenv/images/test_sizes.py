@@ -40,6 +40,17 @@ def test_only_pairs_sharing_more_than_100_mb_are_listed():
                                                         ("b", "c", 80_000_000)]
 
 
+def test_an_identical_layer_on_another_parent_is_not_counted_as_shared():
+    # Docker stores a layer per parent chain: the same CUDA layer above two different Debian
+    # steps is stored twice (tf2.21-cuda12.9 and jax0.12-cuda12.9 built across an edit of
+    # build/debian-updates.sh).
+    a = _image("a", ("base", 80_000_000), ("debian-1", 100_000_000), ("cuda", 4_500_000_000))
+    b = _image("b", ("base", 80_000_000), ("debian-2", 100_000_000), ("cuda", 4_500_000_000))
+    assert sizes.shared_bytes(a, b) == 80_000_000
+    c = _image("c", ("base", 80_000_000), ("debian-1", 100_000_000), ("cuda", 4_500_000_000), ("jax", 1))
+    assert sizes.shared_bytes(a, c) == 4_680_000_000
+
+
 def test_over_budget_lists_the_images_above_their_matrix_budget(real_matrix):
     budgeted = [v for v in real_matrix.variants if v.size_budget_mb][:2]
     assert len(budgeted) == 2
@@ -57,6 +68,11 @@ def test_over_budget_lists_the_images_above_their_matrix_budget(real_matrix):
     ("/bin/bash -o pipefail -c #(nop) COPY dir:e04 in /opt/venv ", "framework"),
     ("/bin/bash -o pipefail -c #(nop) COPY dir:3b5 in /opt/kerasenv/ ", "kerasenv"),
     ("/bin/bash -o pipefail -c #(nop) COPY file:e5 in /etc/pip.conf ", "kerasenv"),
+    # Debian's Python and Graphviz, through build/debian-updates.sh (docker history of jax0.12-cuda12.9)
+    ("|1 DEBIAN_UPDATES=trixie@2026-11-21T09:15:44Z trixie-updates@2026-12-03T02:15:27Z /bin/bash -o pipefail "
+     "-c bash /tmp/build/debian-updates.sh \"$DEBIAN_UPDATES\" ca-certificates python3 graphviz && rm -rf /tmp/build", "python"),
+    # the script's own COPY is not the install
+    ("/bin/bash -o pipefail -c #(nop) COPY file:7a7d in /tmp/build/ ", "kerasenv"),
 ])
 def test_each_layer_is_attributed_by_what_its_step_copied(created_by, part):
     assert sizes._part(created_by, below_base=False) == part

@@ -11,7 +11,7 @@ from kerasenv.errors import EXIT_USAGE, MatrixError, UsageError
 
 CPU = "variant 'tf2.21-cpu'"
 GPU = "variant 'tf2.21-cuda12.9'"
-JAX = "variant 'jax0.10-cuda12.9'"
+JAX = "variant 'jax0.12-cuda12.9'"
 TORCH = "variant 'torch2.15-cuda13.2'"
 TF217 = "variant 'tf2.17-cuda12.3'"
 TF220 = "variant 'tf2.20-cuda12.5'"
@@ -86,7 +86,7 @@ def test_tensorflow_package_follows_family(real_matrix, family, package):
 # --- bad matrices ------------------------------------------------------------------------
 
 BAD_VARIANTS = [
-    pytest.param('python = "3.11"', "python = 3.11", CPU, "'python'", "must be a str",
+    pytest.param('python = "3.13"', "python = 3.13", CPU, "'python'", "must be a str",
                  id="python-as-float"),
     pytest.param('family = "cpu"', 'family = "tpu"', CPU, "'family'", "unknown family",
                  id="unknown-family"),
@@ -100,9 +100,9 @@ BAD_VARIANTS = [
     pytest.param(CPU_ID + 'family = "cpu"\nbackend = "tensorflow"\n', CPU_ID + 'family = "cpu"\nbackend = "mxnet"\n',
                  CPU, "'backend'", "unknown backend", id="unknown-backend"),
     pytest.param(CPU_ID + 'family = "cpu"\nbackend = "tensorflow"\n',
-                 CPU_ID + 'family = "cpu"\nbackend = "tensorflow"\njax = "0.10.2"\n',
+                 CPU_ID + 'family = "cpu"\nbackend = "tensorflow"\njax = "0.12.0.1"\n',
                  CPU, "'jax'", "not allowed for backend", id="other-backends-release"),
-    pytest.param('jax = "0.10.2"', 'jax = "0.9.9"', JAX, "'jax'", "not in backend_releases.py",
+    pytest.param('jax = "0.12.0.1"', 'jax = "0.9.9"', JAX, "'jax'", "not in backend_releases.py",
                  id="unknown-jax-release"),
     pytest.param('torch = "2.15.0"\nkeras = "3.15.1"', 'torch = "2.15.0"\nkeras = "2.15.0"', TORCH, "'keras'",
                  "needs an exact Keras 3 release", id="torch-with-keras-2"),
@@ -130,7 +130,7 @@ BAD_VARIANTS = [
                  id="tf2.15-with-keras2.14"),
     pytest.param('keras = "3.15.1"', 'keras = "3.15"', CPU, "'keras'", "exact",
                  id="keras-not-exact"),
-    pytest.param('python = "3.11"', 'python = "3.12"', CPU, "'python'", "provides Python 3.11",
+    pytest.param('python = "3.13"', 'python = "3.12"', CPU, "'python'", "provides Python 3.13",
                  id="python-not-from-bookworm"),
     pytest.param('tensorflow = "2.21.0"', 'tensorflow = "2.22.0"', CPU, "'tensorflow'",
                  "no tested-build entry", id="unknown-tf-release"),
@@ -373,7 +373,7 @@ def test_committed_keras_tools_say_what_each_image_offers(real_matrix):
                             "plot_model") if offers[k] is not None] == [], v.id
         not_offered[v.id] = sorted(k for k, why in offers.items() if why is not None)
     assert not_offered == {
-        "tf2.21-cpu": [], "tf2.21-cuda12.9": [], "jax0.10-cuda12.9": [], "jax0.10-cpu": [], "tf2.20-cuda12.5": [],
+        "tf2.21-cpu": [], "tf2.21-cuda12.9": [], "jax0.12-cuda12.9": [], "jax0.12-cpu": [], "tf2.20-cuda12.5": [],
         "torch2.15-cuda13.2": ["saved_model"],
         "tf2.17-cuda12.3": ["grain", "onnx"], "tf2.15-cuda12.2": ["grain", "onnx"], "tf2.14-cuda11.8": ["grain", "onnx"],
     }
@@ -383,12 +383,12 @@ def test_committed_keras_tools_say_what_each_image_offers(real_matrix):
 
 
 def test_onnx_exporter_follows_backend_and_keras_release(real_matrix):
-    tools = real_matrix.get("jax0.10-cpu").keras_tools
+    tools = real_matrix.get("jax0.12-cpu").keras_tools
     exporter = {v.id: tools.onnx_exporter(v) for v in real_matrix.debian_based}
-    assert exporter["tf2.21-cpu"] == "tf2onnx" and exporter["jax0.10-cpu"] == "jax2onnx"
+    assert exporter["tf2.21-cpu"] == "tf2onnx" and exporter["jax0.12-cpu"] == "jax2onnx"
     assert exporter["torch2.15-cuda13.2"] == "onnxscript"
     # Keras on JAX before 3.14 exported ONNX through jax2tf and tf2onnx.
-    old_jax = dataclasses.replace(real_matrix.get("jax0.10-cpu"), keras="3.13.0")
+    old_jax = dataclasses.replace(real_matrix.get("jax0.12-cpu"), keras="3.13.0")
     assert tools.onnx_exporter(old_jax) == "tf2onnx"
 
 
@@ -412,7 +412,7 @@ def test_a_matrix_without_keras_tools_adds_none(write_matrix, matrix_text):
 def test_bad_keras_tools_are_rejected(write_matrix, old, new, reason):
     path = write_matrix(old, new)
     if reason is None:
-        assert matrix.load(path).get("jax0.10-cpu").keras_tools.grain == "0.2"
+        assert matrix.load(path).get("jax0.12-cpu").keras_tools.grain == "0.2"
         return
     message = load_error(path)
     assert ": keras_tools" in message and reason in message, message
@@ -457,3 +457,70 @@ def test_a_matrix_without_torch_compiler_adds_none(write_matrix):
 def test_bad_torch_compiler_is_rejected(write_matrix, old, new, reason):
     message = load_error(write_matrix(old, new))
     assert "torch_compiler" in message and reason in message, message
+
+
+# --- retired ids: a pinned old id is told what replaced it -----------------------------------
+
+def test_the_retired_jax_ids_name_their_replacements(real_matrix):
+    retired = {r.id: r.replaced_by for r in real_matrix.retired}
+    assert retired == {"jax0.10-cuda12.9": "jax0.12-cuda12.9", "jax0.10-cpu": "jax0.12-cpu"}
+    for old, new in retired.items():
+        assert old not in real_matrix.ids and new in real_matrix.ids
+        for asked in (old, f"{old}-jupyter"):
+            with pytest.raises(UsageError) as info:
+                real_matrix.get(asked)
+            message = info.value.message
+            assert message.startswith(f"{old} is retired since 2026-12-04 (JAX 0.10.2 was the last JAX for "
+                                      "Debian 12's Python 3.11") and message.endswith(f"use {new} (kerasenv:{new})")
+            assert "valid ids" not in message and "\n" not in message
+
+
+def test_the_cli_names_the_replacement_of_a_retired_id(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "kerasenv", "kernel-targets", "jax0.10-cuda12.9"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == EXIT_USAGE, proc.stderr
+    assert "jax0.10-cuda12.9 is retired since 2026-12-04" in proc.stderr
+    assert "use jax0.12-cuda12.9 (kerasenv:jax0.12-cuda12.9)" in proc.stderr
+
+
+@pytest.mark.parametrize("old, new, reason", [
+    pytest.param('replaced_by = "jax0.12-cpu"', 'replaced_by = "jax0.11-cpu"',
+                 "replaced_by 'jax0.11-cpu' is not a variant id", id="replacement-unknown"),
+    pytest.param('id = "jax0.10-cpu"\nreplaced_by', 'id = "tf2.21-cpu"\nreplaced_by',
+                 "'tf2.21-cpu' is still a variant", id="still-built"),
+    pytest.param('since = "2026-12-04"\nwhy = "JAX 0.10.2 was the last JAX for Debian 12\'s Python 3.11; the JAX images are now JAX 0.12.0.1 on Debian 13 (Python 3.13)"',
+                 'since = "last week"\nwhy = "x"', "since 'last week' is not a date", id="bad-date"),
+    pytest.param('since = "2026-12-04"\nwhy = "JAX 0.10.2 was the last JAX for Debian 12\'s Python 3.11; the JAX images are now JAX 0.12.0.1 on Debian 13 (Python 3.13)"',
+                 'since = "2026-12-04"', "needs exactly the strings id, replaced_by, since", id="no-why"),
+])
+def test_bad_retired_entry_is_rejected(write_matrix, old, new, reason):
+    message = load_error(write_matrix(old, new))
+    assert "retired #" in message and reason in message, message
+
+
+# --- the Debian suite of a base image -------------------------------------------------------
+
+@pytest.mark.parametrize("base, suite", [
+    ("debian:trixie-slim", "trixie"), ("debian:bookworm-slim", "bookworm"), ("debian:trixie", "trixie"),
+    ("debian:bookworm-20260101-slim", "bookworm"), ("registry.example/library/debian:trixie-slim", "trixie"),
+    ("rocm/tensorflow:rocm6.3.3-py3.12-tf2.17-dev", None), ("ubuntu:24.04", None), ("debian:12-slim", None),
+    ("example/notdebian:trixie-slim", None),
+])
+def test_the_debian_suite_comes_from_the_base_image(real_matrix, base, suite):
+    v = dataclasses.replace(real_matrix.get(real_matrix.default_cpu), base_image=base)
+    assert v.debian_suite == suite
+
+
+def test_the_debian_bases_are_each_base_once_with_its_suite_in_the_matrixs_order(real_matrix):
+    first, second, rocm = (real_matrix.get(real_matrix.default_cpu), real_matrix.get(real_matrix.default_gpu),
+                           real_matrix.get(real_matrix.default_rocm))
+    two = dataclasses.replace(real_matrix, variants=(
+        dataclasses.replace(first, base_image="debian:trixie-slim"), rocm,
+        dataclasses.replace(second, base_image="debian:bookworm-slim"),
+        dataclasses.replace(second, id="again", base_image="debian:trixie-slim")))
+    assert two.debian_bases == {"debian:trixie-slim": "trixie", "debian:bookworm-slim": "bookworm"}
+    assert set(real_matrix.debian_bases.values()) <= {"bookworm", "trixie"}
+    assert all(v.base_image in real_matrix.debian_bases for v in real_matrix.variants if v.family != "rocm")

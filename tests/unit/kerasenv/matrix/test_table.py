@@ -55,7 +55,7 @@ def test_rows_show_driver_floors(real_matrix):
     assert "525.60.13 (PTX JIT: 555.42.06); CUDA 12.9 wheels' own driver: 575.57.08" in body["tf2.21-cuda12.9"]
     assert "525.60.13 (PTX JIT: 555.42.06); Windows (WSL2): 528.33 (PTX JIT: 555.85) |" in body["tf2.20-cuda12.5"]
     # a WSL2 host's driver is Windows's: NVIDIA's Windows column, the same derivation
-    assert "Windows (WSL2): 528.33 (PTX JIT: 576.57)" in body["jax0.10-cuda12.9"]
+    assert "Windows (WSL2): 528.33 (PTX JIT: 576.57)" in body["jax0.12-cuda12.9"]
     assert "Windows (WSL2): 580.88 (reported, not on an NVIDIA page)" in body["torch2.15-cuda13.2"]
 
 

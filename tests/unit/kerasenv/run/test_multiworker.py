@@ -40,7 +40,7 @@ def test_a_jax_or_torch_variant_is_refused_with_the_reason(real_matrix):
 
     from kerasenv.errors import UsageError
 
-    for variant_id in ("jax0.10-cuda12.9", "torch2.15-cuda13.2"):
+    for variant_id in ("jax0.12-cuda12.9", "torch2.15-cuda13.2"):
         with pytest.raises(UsageError, match="TensorFlow's TF_CONFIG scheme"):
             multiworker.run(None, real_matrix.get(variant_id), workers=2, runs_dir=None, run_id="x", smoke_args=[])
 

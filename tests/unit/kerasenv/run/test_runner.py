@@ -225,7 +225,7 @@ def test_smoke_run_and_shell_sessions_on_a_rocm_host_reach_docker_with_the_rende
     from types import SimpleNamespace
 
     from kerasenv.engine import docker_client
-    from kerasenv.host import gpu_choice, variant_choice
+    from kerasenv.host import container_env, gpu_choice, variant_choice
     from kerasenv.run import session
 
     amd_host("ubuntu-render-993")
@@ -233,7 +233,7 @@ def test_smoke_run_and_shell_sessions_on_a_rocm_host_reach_docker_with_the_rende
     created = {}
     monkeypatch.setattr(docker_client, "client", lambda: recording_client(created))
     upstream = session.Upstream(chooser=SimpleNamespace(AUTO=variant_choice.AUTO, named=variant_choice.named),
-                                builder=None, gpus=gpu_choice)
+                                builder=None, gpus=gpu_choice, host_env=container_env)
     request = session.Request(variant_id="tf2.17-rocm6.3", command=command, gpus="auto", shm_size="2g",
                               runs_dir=tmp_path / "runs", smoke=smoke, interactive=interactive, user="1000:1000")
     with pytest.raises(_Created):
@@ -251,7 +251,7 @@ def test_lab_never_runs_the_rocm_image(real_matrix, tmp_path):
     from kerasenv.run import session
 
     upstream = session.Upstream(chooser=SimpleNamespace(AUTO=variant_choice.AUTO, named=variant_choice.named),
-                                builder=None, gpus=None)
+                                builder=None, gpus=None, host_env=None)
     with pytest.raises(UsageError, match="tf2.17-rocm6.3 has no JupyterLab flavour"):
         session.run_lab(real_matrix, upstream, session.LabRequest(variant_id="tf2.17-rocm6.3", port=8888,
                                                                   gpus="all", shm_size="2g"))

@@ -1,5 +1,6 @@
 """run/session.py: a smoke/run/shell/lab session from its request to the exit code, with the
-chooser and builder handed in as fakes (Docker stood in for: no container is started)."""
+chooser and builder handed in as fakes (Docker stood in for: no container is started), and the
+host's shape read by host/container_env from a recorded host tree (tests/fixtures/host-shapes/)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ import pytest
 
 from kerasenv.engine import docker_client, gpu_request
 from kerasenv.errors import EXIT_OOM, UsageError
-from kerasenv.host import variant_choice
+from kerasenv.host import container_env, variant_choice
 from kerasenv.run import runner
 from kerasenv.run import session
+
+from ...conftest import REPO
+
+HOST_SHAPES = REPO / "tests" / "fixtures" / "host-shapes"
 
 
 @pytest.fixture
@@ -39,8 +44,9 @@ def docker(monkeypatch):
 
 @pytest.fixture
 def upstream(real_matrix):
-    """The host recommends `recommend` (default: the CPU image); `built` records builds."""
-    state = SimpleNamespace(recommend=real_matrix.default_cpu, built=[])
+    """The host recommends `recommend` (default: the CPU image); `built` records builds; its
+    file tree is `tree` (default: a plain Linux host; host-shapes/wsl2 for WSL2)."""
+    state = SimpleNamespace(recommend=real_matrix.default_cpu, built=[], tree=HOST_SHAPES / "linux")
     chooser = SimpleNamespace(AUTO=variant_choice.AUTO, named=variant_choice.named,
                               recommended=lambda matrix, client: (matrix.get(state.recommend), "the host's pick"))
     builder = SimpleNamespace(default_ca_cert=lambda explicit: None,
@@ -50,7 +56,9 @@ def upstream(real_matrix):
     # (Docker says no), the rest as Docker with the runtime hook takes it.
     gpus = SimpleNamespace(resolve=lambda client, v, spec, say=None: gpu_request.resolve(
         "none" if spec == "auto" else spec, v.family))
-    state.upstream = session.Upstream(chooser=chooser, builder=builder, gpus=gpus)
+    host_env = SimpleNamespace(apply=lambda v, env, say=lambda m: None: container_env.apply(v, env, say,
+                                                                                            root=state.tree))
+    state.upstream = session.Upstream(chooser=chooser, builder=builder, gpus=gpus, host_env=host_env)
     return state
 
 
@@ -159,3 +167,64 @@ def test_lab_detached_says_how_to_stop_it(real_matrix, upstream, docker, capsys,
     assert session.run_lab(real_matrix, upstream.upstream, lab(detach=True)) == 0
     assert docker.calls[0].detach is True
     assert "x runs in the background; stop it with `docker rm -f x`" in capsys.readouterr().err
+
+
+# --- the host shape's settings: JAX >= 0.11 on WSL2 (openxla/xla#48979) ------------------------
+
+ALLOCATOR = "XLA_PYTHON_CLIENT_ALLOCATOR"
+SAID = "kerasenv: WSL2: XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async for JAX 0.12.0.1 (openxla/xla#48979)\n"
+
+
+def run(tmp_path: Path, variant_id: str, **fields) -> session.Request:
+    return smoke(tmp_path, variant_id=variant_id, smoke=False, command=["python", "train.py"], **fields)
+
+
+def test_on_wsl2_run_gives_jax_the_cuda_async_allocator_and_says_so(real_matrix, upstream, docker, tmp_path,
+                                                                   capsys):
+    upstream.tree = HOST_SHAPES / "wsl2"
+    session.run_workload(real_matrix, upstream.upstream, run(tmp_path, "jax0.12-cuda12.9", env=["A=1"]))
+    assert docker.calls[0].env == {"A": "1", ALLOCATOR: "cuda_async"}
+    assert capsys.readouterr().err == SAID
+
+
+def test_off_wsl2_run_leaves_the_allocator_alone(real_matrix, upstream, docker, tmp_path, capsys):
+    session.run_workload(real_matrix, upstream.upstream, run(tmp_path, "jax0.12-cuda12.9"))
+    assert docker.calls[0].env == {} and capsys.readouterr().err == ""
+
+
+def test_on_wsl2_the_users_allocator_wins_without_a_word(real_matrix, upstream, docker, tmp_path, capsys):
+    upstream.tree = HOST_SHAPES / "wsl2"
+    session.run_workload(real_matrix, upstream.upstream,
+                         run(tmp_path, "jax0.12-cuda12.9", env=[f"{ALLOCATOR}=platform"]))
+    assert docker.calls[0].env == {ALLOCATOR: "platform"} and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("variant_id", ["tf2.21-cuda12.9", "jax0.12-cpu", "torch2.15-cuda13.2"])
+def test_on_wsl2_other_images_get_no_allocator(real_matrix, upstream, docker, tmp_path, variant_id):
+    upstream.tree = HOST_SHAPES / "wsl2"
+    session.run_workload(real_matrix, upstream.upstream, run(tmp_path, variant_id))
+    assert ALLOCATOR not in docker.calls[0].env
+
+
+def test_on_wsl2_jax_0_10_2_gets_no_allocator(real_matrix, upstream, docker, tmp_path):
+    """JAX 0.10.x predates openxla/xla#48979 (0.10.1 is reported unaffected); its WSL2 failure
+    is another one (jax-ml/jax#40558) that this setting is not known to mend."""
+    upstream.tree = HOST_SHAPES / "wsl2"
+    old = replace(real_matrix.get("jax0.12-cuda12.9"), id="jax0.10-cuda12.9", jax="0.10.2")
+    matrix = replace(real_matrix, variants=(*real_matrix.variants, old))
+    session.run_workload(matrix, upstream.upstream, run(tmp_path, "jax0.10-cuda12.9"))
+    assert ALLOCATOR not in docker.calls[0].env
+
+
+def test_on_wsl2_the_jax_smoke_and_lab_get_the_allocator_too(real_matrix, upstream, docker, tmp_path, capsys,
+                                                             monkeypatch):
+    from kerasenv.run import lab as lab_mod
+
+    upstream.tree = HOST_SHAPES / "wsl2"
+    session.run_workload(real_matrix, upstream.upstream, smoke(tmp_path, variant_id="jax0.12-cuda12.9"))
+    monkeypatch.setattr(lab_mod, "announce", lambda *args, **kwargs: None)
+    session.run_lab(real_matrix, upstream.upstream, lab(variant_id="jax0.12-cuda12.9"))
+    smoke_call, lab_call = docker.calls
+    assert smoke_call.env == {ALLOCATOR: "cuda_async"}
+    assert lab_call.env[ALLOCATOR] == "cuda_async" and lab_call.env["JUPYTER_TOKEN"]
+    assert capsys.readouterr().err.count(SAID) == 2

@@ -32,8 +32,9 @@ def test_a_point_release_update_is_pending_but_not_a_security_fix():
 def test_the_archive_state_is_each_suites_inrelease_date():
     head = (FIXTURES / "bookworm-security-InRelease.head").read_text()
     assert debian.release_date(head).strftime("%Y-%m-%dT%H:%M:%SZ") == "2026-12-01T19:40:00Z"
-    pages = {debian.inrelease_url(d): f"Codename: {d}\nDate: Sat, 11 Jul 2026 10:16:37 UTC\n" for d in debian.dists()}
-    state = debian.archive_state(fetch=pages.__getitem__)
+    pages = {debian.inrelease_url(d): f"Codename: {d}\nDate: Sat, 11 Jul 2026 10:16:37 UTC\n"
+             for d in debian.dists("bookworm")}
+    state = debian.archive_state("bookworm", fetch=pages.__getitem__)
     assert state.label() == ("bookworm@2026-07-11T10:16:37Z bookworm-updates@2026-07-11T10:16:37Z "
                              "bookworm-security@2026-07-11T10:16:37Z")
     assert debian.parse_label(state.label()) == state
@@ -47,4 +48,44 @@ def test_an_unreachable_archive_is_one_line_naming_the_way_around():
 
     with pytest.raises(KerasenvError, match="cannot read http://deb.debian.org/debian/dists/bookworm/InRelease .*"
                                             "--debian-updates STATE"):
-        debian.archive_state(fetch=offline)
+        debian.archive_state("bookworm", fetch=offline)
+
+
+def test_a_suites_state_is_read_from_its_own_three_archives():
+    asked = []
+
+    def fetch(url):
+        asked.append(url)
+        return "Date: Sat, 21 Nov 2026 09:15:44 UTC\n"
+
+    state = debian.archive_state("trixie", fetch=fetch)
+    assert asked == ["http://deb.debian.org/debian/dists/trixie/InRelease",
+                     "http://deb.debian.org/debian/dists/trixie-updates/InRelease",
+                     "http://deb.debian.org/debian-security/dists/trixie-security/InRelease"]
+    assert state.label() == ("trixie@2026-11-21T09:15:44Z trixie-updates@2026-11-21T09:15:44Z "
+                             "trixie-security@2026-11-21T09:15:44Z")
+
+
+# What `kerasenv debian-updates` prints for a matrix on trixie and bookworm.
+BOTH = ("trixie@2026-11-21T09:15:44Z trixie-updates@2026-12-03T02:15:27Z trixie-security@2026-12-02T23:13:44Z "
+        "bookworm@2026-07-11T10:16:37Z bookworm-updates@2026-12-03T02:15:27Z bookworm-security@2026-12-02T23:13:43Z")
+
+
+def test_a_state_of_two_suites_gives_each_suite_its_own_three_entries():
+    state = debian.parse_label(BOTH)
+    assert state is not None and state.suites == ("trixie", "bookworm")
+    assert state.of_suite("bookworm").label() == ("bookworm@2026-07-11T10:16:37Z bookworm-updates@2026-12-03T02:15:27Z "
+                                                  "bookworm-security@2026-12-02T23:13:43Z")
+    assert state.of_suite("trixie").as_dict() == {"trixie": "2026-11-21T09:15:44Z",
+                                                  "trixie-updates": "2026-12-03T02:15:27Z",
+                                                  "trixie-security": "2026-12-02T23:13:44Z"}
+    assert state.missing("trixie") == [] and state.missing("forky") == ["forky", "forky-updates", "forky-security"]
+    assert state.of_suite("forky").dates == ()
+
+
+def test_an_old_one_suite_label_still_parses_as_that_suite():
+    old = "bookworm@2026-07-11T10:16:37Z bookworm-updates@2026-12-02T02:09:57Z bookworm-security@2026-12-01T19:40:00Z"
+    state = debian.parse_label(old)
+    assert state is not None and state.suites == ("bookworm",)
+    assert state.of_suite("bookworm").label() == old and state.missing("trixie") == ["trixie", "trixie-updates",
+                                                                                    "trixie-security"]
