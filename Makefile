@@ -1,5 +1,5 @@
 # kerasenv: `make` lists the targets. Every variable can be overridden:
-#   make build VARIANT=tf2.17-cuda12.3 BASE_IMAGE=debian:bookworm-slim CA_CERT=/path/ca.pem
+#   make build VARIANT=tf2.17-cuda12.3 BASE_IMAGE=debian:bookworm-slim@sha256:... CA_CERT=/path/ca.pem
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 

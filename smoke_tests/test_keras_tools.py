@@ -22,9 +22,12 @@ SCRIPT = Path(__file__).parent / "keras_tools_script"
 # How a row an image does not offer fails (keras_tools.KerasTools.offers gives the reason).
 NOT_OFFERED = {
     "grain": r"unexpected keyword argument 'format'|Unknown keywords argument\(s\): \('format',\)",
-    "onnx": r"unexpected keyword argument 'format'|is a directory, not an ONNX file",
-    # Keras 3.15.1 on PyTorch: torch.export refuses Keras' dynamic_shapes before torch_xla is needed
-    "saved_model": r"torch_xla|mismatch between the structure of `inputs` and `dynamic_shapes`",
+    # JAX >= 0.12: no jax2onnx in the image (its flax does not import on that JAX: keras_tools.py)
+    "onnx": r"unexpected keyword argument 'format'|is a directory, not an ONNX file|requires the jax2onnx module",
+    # Keras 3.15.1 on PyTorch: torch.export refuses Keras' dynamic_shapes before torch_xla is needed;
+    # JAX >= 0.12: TF 2.21 cannot deserialize the StableHLO JAX wrote into the SavedModel
+    "saved_model": r"torch_xla|mismatch between the structure of `inputs` and `dynamic_shapes`"
+                   r"|Cannot deserialize computation: .*unregistered operation 'vhlo\.",
 }
 
 

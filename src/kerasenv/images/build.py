@@ -18,7 +18,7 @@ from typing import Callable
 
 from ..engine.docker_client import PROJECT_LABEL, has_image
 from ..errors import BuildFailed, UsageError
-from ..matrix.schema import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, REPO_ROOT, Matrix, Variant
+from ..matrix.schema import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, REPO_ROOT, Matrix, Variant, debian_suite_of
 from .generate import BUILD_DIR
 
 CA_ENV_VARS = ("KERASENV_CA_CERT", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
@@ -121,11 +121,14 @@ def build_date(revision: str | None = None, root: Path = REPO_ROOT) -> str:
 
 
 def effective_base(v: Variant, override: str | None, matrix: Matrix) -> str:
-    """--base-image applies to variants on the default Debian base, not to AMD's image."""
-    default_base = next(x.base_image for x in matrix.variants if x.id == matrix.default_cpu)
-    if override and v.base_image == default_base:
-        return override
-    return v.base_image
+    """--base-image (BASE_IMAGE) replaces the base of the variants on the Debian suite it names
+    (`debian:bookworm-slim@sha256:...` the Debian 12 ones, `registry/debian:trixie-slim` the
+    Debian 13 ones): a variant's Python is its suite's, so another suite's base would not build.
+    A base naming no suite replaces the default CPU image's; AMD's image is never replaced."""
+    if not override or v.debian_suite is None:
+        return v.base_image
+    suite = debian_suite_of(override) or matrix.get(matrix.default_cpu).debian_suite
+    return override if v.debian_suite == suite else v.base_image
 
 
 def ensure_base(client, v: Variant, base: str, say: Callable[[str], None]) -> None:
@@ -207,6 +210,9 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
         buildargs["VARIANT_IMAGE"] = v.image_ref
     else:
         buildargs["BASE_IMAGE"] = effective_base(v, base_image, matrix)
+        if base_image and buildargs["BASE_IMAGE"] != base_image and v.debian_suite:
+            progress.note(f"{v.id} is built on Debian {v.debian_suite} (Python {v.python}): --base-image "
+                          f"{base_image} is another suite's, so its own base {v.base_image} is used")
         ensure_base(client, v, buildargs["BASE_IMAGE"], progress.note)
         if v.debian_suite:  # AMD's image (no Debian base) is AMD's to update
             buildargs["DEBIAN_UPDATES"] = debian_updates(v.debian_suite, debian_state)

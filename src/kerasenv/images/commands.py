@@ -32,8 +32,9 @@ def register(subparsers) -> None:
     s = subparsers.add_parser("build", help="build variant images as kerasenv:<id>")
     s.add_argument("ids", nargs="*", metavar="ID", help="variants to build")
     s.add_argument("--all", action="store_true", help="every variant except ROCm")
-    s.add_argument("--base-image", help="FROM for the variants on the default CPU image's base_image (the matrix's "
-                   "other bases, older Debian suites and AMD's, stay as they are; env BASE_IMAGE)")
+    s.add_argument("--base-image", help="FROM for the variants on the Debian suite it names (e.g. "
+                   "debian:trixie-slim@sha256:...; one naming no suite: the default CPU image's); the other "
+                   "suite's variants and AMD's keep their base (env BASE_IMAGE)")
     s.add_argument("--ca-cert", help="extra CA trusted in the builder stages only (env "
                    "KERASENV_CA_CERT; default: the host's PIP_CERT / REQUESTS_CA_BUNDLE / SSL_CERT_FILE)")
     s.add_argument("--no-ca-cert", action="store_true", help="do not pass any CA to the build")

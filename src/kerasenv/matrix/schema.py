@@ -40,6 +40,13 @@ _PYTHON_RE = re.compile(r"^3\.\d+$")
 # Debian's own images: debian:<suite>, debian:<suite>-slim (or a dated -slim), under any registry path.
 _DEBIAN_BASE_RE = re.compile(r"^(?:[^/]+/)*debian:([a-z]+)(?:-[\w.-]+)?$")
 
+
+def debian_suite_of(image: str) -> str | None:
+    """The Debian suite an image reference names (`debian:trixie-slim`, `registry/debian:bookworm`,
+    `debian:trixie-slim@sha256:...`: trixie, bookworm, trixie), None for any other image."""
+    m = _DEBIAN_BASE_RE.match(image.split("@", 1)[0])
+    return m.group(1) if m else None
+
 # Where TensorFlow publishes its tested build configurations (compatibility.md §1).
 TF_TESTED_SOURCE = "https://www.tensorflow.org/install/source#gpu"
 TF_TESTED_TABLE_DATE = "2026-03-11"  # tensorflow/docs@7c365021, the table we validate against
@@ -267,8 +274,7 @@ class Variant:
         """The Debian suite the image is built on (debian:trixie-slim: trixie), which names the
         archive it applies updates from and the base `kerasenv base-offline` makes; None for a
         base that is not Debian's own image (AMD's ROCm image)."""
-        m = _DEBIAN_BASE_RE.match(self.base_image)
-        return m.group(1) if m else None
+        return debian_suite_of(self.base_image)
 
     @property
     def image_ref(self) -> str:

@@ -215,6 +215,23 @@ def test_base_override_applies_to_the_variants_on_the_default_base_only(real_mat
     assert build.effective_base(rocm, override, real_matrix) == rocm.base_image
 
 
+@pytest.mark.parametrize("override, suite", [
+    ("registry.example/debian:bookworm-slim", "bookworm"),
+    ("debian:trixie-slim@sha256:" + "0" * 64, "trixie"),
+    ("debian:bookworm", "bookworm"),
+])
+def test_a_base_override_naming_a_suite_replaces_that_suites_base_only(real_matrix, override, suite):
+    moved = [v.id for v in real_matrix.variants if build.effective_base(v, override, real_matrix) == override]
+    assert moved and moved == [v.id for v in real_matrix.variants if v.debian_suite == suite]
+
+
+def test_a_base_override_naming_no_suite_replaces_the_default_base(real_matrix):
+    default = real_matrix.get(real_matrix.default_cpu)
+    moved = [v.id for v in real_matrix.variants if build.effective_base(v, "my/base:1", real_matrix) == "my/base:1"]
+    assert moved == [v.id for v in real_matrix.variants if v.debian_suite == default.debian_suite]
+    assert "tf2.14-cuda11.8" not in moved and "tf2.21-cpu" in moved
+
+
 def test_no_override_keeps_the_matrix_base(real_matrix):
     for v in real_matrix.variants:
         assert build.effective_base(v, None, real_matrix) == v.base_image

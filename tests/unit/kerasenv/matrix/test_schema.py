@@ -373,7 +373,9 @@ def test_committed_keras_tools_say_what_each_image_offers(real_matrix):
                             "plot_model") if offers[k] is not None] == [], v.id
         not_offered[v.id] = sorted(k for k, why in offers.items() if why is not None)
     assert not_offered == {
-        "tf2.21-cpu": [], "tf2.21-cuda12.9": [], "jax0.12-cuda12.9": [], "jax0.12-cpu": [], "tf2.20-cuda12.5": [],
+        "tf2.21-cpu": [], "tf2.21-cuda12.9": [], "tf2.20-cuda12.5": [],
+        # JAX 0.12: flax (jax2onnx's) does not import; TF 2.21 cannot read its StableHLO (keras_tools.py)
+        "jax0.12-cuda12.9": ["onnx", "saved_model"], "jax0.12-cpu": ["onnx", "saved_model"],
         "torch2.15-cuda13.2": ["saved_model"],
         "tf2.17-cuda12.3": ["grain", "onnx"], "tf2.15-cuda12.2": ["grain", "onnx"], "tf2.14-cuda11.8": ["grain", "onnx"],
     }
@@ -385,11 +387,18 @@ def test_committed_keras_tools_say_what_each_image_offers(real_matrix):
 def test_onnx_exporter_follows_backend_and_keras_release(real_matrix):
     tools = real_matrix.get("jax0.12-cpu").keras_tools
     exporter = {v.id: tools.onnx_exporter(v) for v in real_matrix.debian_based}
-    assert exporter["tf2.21-cpu"] == "tf2onnx" and exporter["jax0.12-cpu"] == "jax2onnx"
+    assert exporter["tf2.21-cpu"] == "tf2onnx" and exporter["jax0.12-cpu"] is None
     assert exporter["torch2.15-cuda13.2"] == "onnxscript"
-    # Keras on JAX before 3.14 exported ONNX through jax2tf and tf2onnx.
-    old_jax = dataclasses.replace(real_matrix.get("jax0.12-cpu"), keras="3.13.0")
-    assert tools.onnx_exporter(old_jax) == "tf2onnx"
+    # Keras >= 3.14 on JAX 0.10.2 (the retired image) exported with jax2onnx; before 3.14 through
+    # jax2tf and tf2onnx. JAX 0.12: none (flax.nnx does not import on it).
+    jax_0_10 = dataclasses.replace(real_matrix.get("jax0.12-cpu"), jax="0.10.2")
+    assert tools.onnx_exporter(jax_0_10) == "jax2onnx" and tools.saved_model(jax_0_10)
+    old_keras = dataclasses.replace(jax_0_10, keras="3.13.0")
+    assert tools.onnx_exporter(old_keras) == "tf2onnx"
+    jax = real_matrix.get("jax0.12-cpu")
+    why = jax.keras_tools.offers(jax)
+    assert "'jax.experimental.hijax' has no attribute 'HiPrimitive'" in why["onnx"]
+    assert "StableHLO 1.13.7" in why["saved_model"] and "JAX 0.12.0.1" in why["saved_model"]
 
 
 def test_a_matrix_without_keras_tools_adds_none(write_matrix, matrix_text):
