@@ -33,3 +33,13 @@ def test_the_tensorflow_and_jax_cpu_images_share_their_base_layers(built_images,
     a, b = (docker.images.get(f"kerasenv:{i}").attrs["RootFS"]["Layers"] for i in ("tf2.21-cpu", "jax0.12-cpu"))
     shared = next((n for n, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     assert shared >= 2, "the TensorFlow and JAX CPU images no longer share their base layers"
+
+
+def test_the_jax_and_default_gpu_images_store_their_cuda_layers_once(docker):
+    """jax0.12-cuda12.9 pins exactly tf2.21-cuda12.9's CUDA wheels on the same base and Python, and
+    `make test` builds it on the other's cached cuda-libs stage (CUDA_LAYER_HANDOVER): Debian,
+    Python and the four CUDA layers are one chain of layers for both, stored once. `kerasenv size`
+    counts the common layers from the base up (Docker keys a stored layer by its chain)."""
+    proc = kerasenv("size", "tf2.21-cuda12.9", "jax0.12-cuda12.9")
+    found = re.search(r"shared by tf2\.21-cuda12\.9 and jax0\.12-cuda12\.9: (\d+\.\d\d) GB", proc.stderr + proc.stdout)
+    assert found and float(found.group(1)) >= 4.5, (proc.stdout, proc.stderr)

@@ -374,7 +374,7 @@ def test_bench_pull_dry_run_starts_and_removes_its_throwaway_engines(jax_cpu_ima
     before = throwaway()
     proc = make("bench-pull", "VARIANT=jax0.12-cpu", "BENCH_ARGS=--dry-run")
     assert proc.returncode == 0, ran(proc)
-    plan = re.findall(r"^would push kerasenv:jax0\.10-cpu \(\d+\.\d\d GB\) to 127\.0\.0\.1:\d+ with (.+?), then pull "
+    plan = re.findall(r"^would push kerasenv:jax0\.12-cpu \(\d+\.\d\d GB\) to 127\.0\.0\.1:\d+ with (.+?), then pull "
                       r"it into an empty containerd \S+ and run its default command$", proc.stdout, re.M)
     assert plan == ["docker push, gzip", "skopeo, zstd level 3"], ran(proc)
     assert throwaway() - before == set()  # the registry's and containerd's directories are gone
