@@ -29,28 +29,45 @@ runpy.run_module("cyclonedx_py", run_name="__main__")
 """
 
 
-def ensure_tool() -> Path:
-    stamp = TOOL_DIR / ".installed"
+# Docker's architecture names -> the wheel platform tags' machine names.
+_MACHINES = {"amd64": "x86_64", "arm64": "aarch64"}
+
+
+def ensure_tool(python: str, machine: str) -> Path:
+    """The tool's wheels for the image's interpreter, not the host's: some of its dependencies
+    are compiled (rpds-py, chardet's mypyc build, lxml), and a cp311 build on the host's
+    Python does not import in a Debian 13 image's Python 3.13 (it failed as "Please install
+    cyclonedx-python-lib with the extra json-validation"). One folder per (Python, machine)."""
+    folder = TOOL_DIR / f"cp{python.replace('.', '')}-{machine}"
+    stamp = folder / ".installed"
     if stamp.exists() and stamp.read_text() == TOOL:
-        return TOOL_DIR
+        return folder
+    platforms = [a for tag in ("manylinux_2_28", "manylinux_2_17", "manylinux2014")
+                 for a in ("--platform", f"{tag}_{machine}")]
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--upgrade", "--no-compile",
-                           "--target", str(TOOL_DIR / "lib"), TOOL], capture_output=True, text=True)
+                           "--disable-pip-version-check", "--target", str(folder / "lib"),
+                           "--python-version", python, "--implementation", "cp", "--only-binary=:all:",
+                           *platforms, TOOL], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise KerasenvError(f"could not install {TOOL} into {TOOL_DIR} (needs PyPI): "
-                            f"{(proc.stderr.strip().splitlines() or ['?'])[-1]}")
-    (TOOL_DIR / "runner.py").write_text(RUNNER)
+        raise KerasenvError(f"could not install {TOOL} for Python {python} on {machine} into {folder} "
+                            f"(needs PyPI): {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    (folder / "runner.py").write_text(RUNNER)
     stamp.write_text(TOOL)
-    return TOOL_DIR
+    return folder
 
 
 def generate(client, v: Variant) -> dict:
     from docker.errors import ImageNotFound
 
     try:
-        client.images.get(v.image_ref)
+        image = client.images.get(v.image_ref)
     except ImageNotFound:
         raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}` first") from None
-    tool = ensure_tool()
+    arch = image.attrs.get("Architecture", "amd64")
+    if arch not in _MACHINES:
+        raise KerasenvError(f"{v.image_ref} is built for {arch}: kerasenv sbom knows amd64 and arm64 only")
+    # The image's interpreter is the variant's Python (the schema checks the base provides it).
+    tool = ensure_tool(v.python, _MACHINES[arch])
     python = "/usr/bin/python3"
     target = "/opt/venv/bin/python" if v.family != "rocm" else "/usr/bin/python3"
     container = client.containers.create(
