@@ -5,6 +5,10 @@ SHELL := /bin/bash
 
 VARIANT    ?= $(shell sed -n 's/^default_gpu = "\(.*\)"/\1/p' images/matrix.toml)
 CPU_VARIANT := $(shell sed -n 's/^default_cpu = "\(.*\)"/\1/p' images/matrix.toml)
+GPU_VARIANT := $(shell sed -n 's/^default_gpu = "\(.*\)"/\1/p' images/matrix.toml)
+# The images `make test` leaves behind (with their JupyterLab flavours): the defaults, which
+# `make smoke` and `kerasenv run auto` use; KEEP_IMAGES=all keeps every image it built.
+KEEP_IMAGES ?= $(CPU_VARIANT) $(GPU_VARIANT)
 GPUS       ?= all
 SHM_SIZE   ?= 2g
 EPOCHS     ?=
@@ -12,6 +16,9 @@ BATCH_SIZE ?=
 BASE_IMAGE ?=
 CA_CERT    ?=
 SUITE      ?=
+# PLATFORM=linux/arm64: build, base-offline, kernel-targets and test-acceptance act on the variant's
+# arm64 image (kerasenv:VARIANT-arm64; on amd64 under qemu, scripts/arm64-emulation.sh)
+PLATFORM   ?=
 PYTHON     ?= python3
 VENV       := .venv
 KERASENV   := $(VENV)/bin/kerasenv
@@ -35,13 +42,14 @@ compose_env = KERASENV_UID=$$(id -u) KERASENV_GID=$$(id -g) TENSORBOARD_PORT=$(T
 
 smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(BATCH_SIZE),--batch-size $(BATCH_SIZE)) $(if $(filter 1 yes true,$(VERBOSE)),--verbose) $(if $(filter 1 yes true,$(PROFILE)),--profile)
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
+platform_flag = $(if $(PLATFORM),--platform $(PLATFORM))
 
-.PHONY: bench-profile shell lab lab-up build-jupyter sbom push pull multiworker train-multiworker bench-multiworker compose-plugin up tensorboard down test-acceptance test-acceptance-all test-image test-images doctor smoke smoke-gpu smoke-cpu run run-gpu run-cpu verify-gpu gpu-host-check bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
+.PHONY: arm64-emulation bench-profile shell lab lab-up build-jupyter sbom push pull multiworker train-multiworker bench-multiworker compose-plugin up tensorboard down test-acceptance test-acceptance-all test-image test-images doctor smoke smoke-gpu smoke-cpu run run-gpu run-cpu verify-gpu gpu-host-check bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
 	@echo
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-20s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-20s %s\n", $$1, $$2}'
 	@echo
 	@echo "Variables: VARIANT=$(VARIANT) GPUS=$(GPUS) SHM_SIZE=$(SHM_SIZE) EPOCHS=$(EPOCHS) BATCH_SIZE=$(BATCH_SIZE) VERBOSE=$(VERBOSE) PROFILE=$(PROFILE) BASE_IMAGE=$(BASE_IMAGE) CA_CERT=$(CA_CERT)"
 	@echo "Variants: $$(sed -n 's/^id = "\(.*\)"/\1/p' images/matrix.toml | tr '\n' ' ')"
@@ -54,8 +62,12 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed ## create .venv with the kerasenv tooling (done on first use)
 
-base-offline: venv ## make the matrix's Debian base images locally with debootstrap, each one not here yet (SUITE=trixie: that one; no registry needed; root)
-	$(KERASENV) base-offline $(if $(SUITE),--suite $(SUITE))
+base-offline: venv ## make the matrix's Debian base images locally with debootstrap, each one not here yet (SUITE=trixie: that one; PLATFORM=linux/arm64: the arm64 ones; no registry needed; root)
+	$(if $(filter linux/arm64,$(PLATFORM)),bash scripts/arm64-emulation.sh)
+	$(KERASENV) base-offline $(if $(SUITE),--suite $(SUITE)) $(platform_flag)
+
+arm64-emulation: ## let this amd64 machine run linux/arm64 programs: qemu-user-static >= 10 and its binfmt_misc entry (root)
+	bash scripts/arm64-emulation.sh
 
 generate: venv ## regenerate Dockerfiles and the README table from images/matrix.toml
 	$(KERASENV) generate
@@ -66,8 +78,8 @@ check-generated: venv ## fail when generated files or locks drift from the matri
 lock: venv ## re-resolve the hash-locked requirements (VARIANT=, or all; needs PyPI)
 	$(KERASENV) lock $(if $(filter command line,$(origin VARIANT)),$(VARIANT))
 
-build: venv ## build kerasenv:VARIANT (default: the default GPU image)
-	$(KERASENV) build $(VARIANT) $(build_flags)
+build: venv ## build kerasenv:VARIANT (default: the default GPU image; PLATFORM=linux/arm64: kerasenv:VARIANT-arm64)
+	$(KERASENV) build $(VARIANT) $(build_flags) $(platform_flag)
 
 build-all: venv ## build every variant except ROCm
 	$(KERASENV) build --all $(build_flags)
@@ -147,7 +159,7 @@ bench-profile: venv ## measure what the smoke's --profile costs: wall time with 
 	$(VENV)/bin/python scripts/bench_profile_overhead.py --variant $(CPU_VARIANT) $(BENCH_ARGS)
 
 lint: venv ## hadolint every Dockerfile; validate compose files (Compose spec) and k8s manifests offline
-	$(VENV)/bin/hadolint images/*/Dockerfile images/*/jupyter.Dockerfile && echo "hadolint: $$(ls images/*/Dockerfile images/*/jupyter.Dockerfile | wc -l) Dockerfiles clean"
+	$(VENV)/bin/hadolint images/*/Dockerfile images/*/jupyter.Dockerfile images/*/arm64.Dockerfile && echo "hadolint: $$(ls images/*/Dockerfile images/*/jupyter.Dockerfile images/*/arm64.Dockerfile | wc -l) Dockerfiles clean"
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose/*.yaml
 	$(VENV)/bin/kubernetes-validate --strict --quiet k8s/*.yaml
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
@@ -164,6 +176,7 @@ test-prereqs: ## install/start what `make test` needs (apt packages, devcontaine
 # whole recipe: the integration tests build too, and the acceptance suite looks for it in the images.
 test: export KERASENV_CA_CERT := $(or $(KERASENV_CA_CERT),$(PIP_CERT),$(REQUESTS_CA_BUNDLE),$(SSL_CERT_FILE),$(wildcard /etc/ssl/certs/ca-certificates.crt))
 # test-prereqs makes the venv too (after python3-venv, which it may have to install first).
+test: export DROP_TESTED_IMAGES ?= 1
 test: test-prereqs ## everything: prerequisites, drift check, lint, build every Debian-based variant, unit + integration tests, acceptance suite on each
 	$(KERASENV) generate --check
 	$(MAKE) --no-print-directory lint
@@ -172,7 +185,10 @@ test: test-prereqs ## everything: prerequisites, drift check, lint, build every 
 	@# suite the matrix builds on; a build takes its own suite's): the variants on one suite share
 	@# their base layers even if Debian publishes in the middle of it.
 	KERASENV_DEBIAN_UPDATES="$${KERASENV_DEBIAN_UPDATES:-$$($(KERASENV) debian-updates)}" \
-	  $(MAKE) --no-print-directory -j3 --output-sync=line test-lanes
+	  $(MAKE) --no-print-directory -j4 --output-sync=line test-lanes
+	@$(if $(dropping),for ref in $(addprefix kerasenv:,$(filter-out $(kept_refs),$(IMAGES_FOR_INTEGRATION))); do \
+	  if docker image inspect "$$ref" >/dev/null 2>&1; then docker rmi "$$ref" >/dev/null || echo "drop $$ref" >> $(TEST_FAILURES); fi; \
+	done; echo "make test: kept $(KEEP_IMAGES) and their flavours (KEEP_IMAGES=...; KEEP_IMAGES=all keeps every image)")
 	@if [ -s $(TEST_FAILURES) ]; then echo "make test: FAILED: $$(paste -sd, $(TEST_FAILURES) | sed 's/,/, /g')" >&2; rm -f $(TEST_FAILURES); exit 1; fi
 	@echo "make test: every step passed"
 
@@ -205,11 +221,15 @@ BUILD_CACHE_KEPT := tf2.21-cpu jax0.12-cpu
 CUDA_LAYER_HANDOVER := tf2.21-cuda12.9:jax0.12-cuda12.9
 cache_givers := $(foreach p,$(CUDA_LAYER_HANDOVER),$(word 1,$(subst :, ,$(p))))
 giver_of = $(strip $(foreach p,$(CUDA_LAYER_HANDOVER),$(if $(filter $(1),$(word 2,$(subst :, ,$(p)))),$(word 1,$(subst :, ,$(p))))))
-# With DROP_TESTED_IMAGES=1 (.ci/run sets it), a variant's image and JupyterLab flavour go once
-# its acceptance run is over, except those an integration test runs (IMAGES_FOR_INTEGRATION in
-# tests/integration/conftest.py; a unit test keeps the two equal): CI's disk then holds the
-# images still in use, not every image of the matrix at once. A later `make test` builds the
-# dropped ones again.
+# With DROP_TESTED_IMAGES=1 (`make test` sets it unless told otherwise), a variant's image and
+# JupyterLab flavour go once its acceptance run is over, except those an integration test runs
+# (IMAGES_FOR_INTEGRATION in tests/integration/conftest.py; a unit test keeps the two equal) and
+# KEEP_IMAGES: the disk then holds the images still in use, not every image of the matrix at once
+# (every image kept took a fresh machine to +60.6 GB of its ~80 GB free before the arm64 images,
+# issue 36). At the end `make test` removes the integration tests' images too, but KEEP_IMAGES. A
+# later `make test` builds the dropped ones again.
+kept_refs = $(if $(filter all,$(KEEP_IMAGES)),,$(foreach i,$(KEEP_IMAGES),$(i) $(i)-jupyter))
+dropping = $(if $(filter all,$(KEEP_IMAGES)),,$(DROP_TESTED_IMAGES))
 IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cpu-jupyter tf2.21-cuda12.9 jax0.12-cpu jax0.12-cpu-jupyter \
 	jax0.12-cuda12.9 torch2.15-cuda13.2 tf2.15-cuda12.2
 # The integration tests the test lane runs, after the last acceptance run, rather than the
@@ -236,13 +256,36 @@ test-build-$(1): $(if $(2),test-build-$(2)) venv
 test-accept-$(1): test-build-$(1) $(if $(3),test-accept-$(3))
 	$$(call timed,build $(1)-jupyter) $$(KERASENV) build $(1) --jupyter-only $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1)-jupyter)
 	$$(call timed,acceptance $(1)) $$(VENV)/bin/pytest smoke_tests --variant $(1) $$(PYTEST_ARGS) $$(call record_failure,acceptance $(1))
-	$(if $(filter-out $(IMAGES_FOR_INTEGRATION),$(1)-jupyter $(1)),$$(if $$(DROP_TESTED_IMAGES),docker rmi $(addprefix kerasenv:,$(filter-out $(IMAGES_FOR_INTEGRATION),$(1)-jupyter $(1))) >/dev/null $$(call record_failure,drop images of $(1))))
+	$(if $(filter-out $(IMAGES_FOR_INTEGRATION) $(kept_refs),$(1)-jupyter $(1)),$$(if $$(dropping),docker rmi $(addprefix kerasenv:,$(filter-out $(IMAGES_FOR_INTEGRATION) $(kept_refs),$(1)-jupyter $(1))) >/dev/null $$(call record_failure,drop images of $(1))))
 endef
 $(foreach i,$(shell seq $(words $(LANE_VARIANTS))),$(eval $(call test_lane_steps,$(word $(i),$(LANE_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(LANE_VARIANTS))),$(if $(filter 1 2,$(i)),,$(word $(shell expr $(i) - 2),$(LANE_VARIANTS))))))
+# The arm64 images (issue 36; [variant.arm64] in the matrix), in a lane of their own: built on this
+# amd64 machine (pip natively, the rest under qemu: scripts/arm64-emulation.sh), then only the cheap,
+# decisive checks run under emulation (the `arm64_ci` marker of smoke_tests: labels, the venv's ELF
+# machine, pip check, what the backend loads and ptxas, the kernel-target record, a small smoke
+# training as an arbitrary UID on a read-only root); the full acceptance suite on arm64 runs on
+# demand (`make test-acceptance VARIANT=... PLATFORM=linux/arm64`) and on native arm64 runners in the
+# GitHub workflow. Their builder stages go with each build (nothing rebuilds them), and with
+# DROP_TESTED_IMAGES the image once checked.
+ARM64_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^\[variant\.arm64\]/{print id}' images/matrix.toml)
+# The lane starts once the first amd64 build is done (the unit tests and that build fill both cores
+# before), so that its emulated work mostly runs beside the builds and acceptance runs, which leave
+# a core idle much of the time, rather than beside the integration tests at the end.
+ARM64_AFTER := test-build-$(word 1,$(LANE_VARIANTS))
+define arm64_steps
+# $(1): the variant, $(2): the arm64 variant before it (empty for the first)
+test-arm64-$(1): $(if $(2),test-arm64-$(2),$(ARM64_AFTER)) venv
+	$$(call timed,build $(1)-arm64) $$(KERASENV) build $(1) --platform linux/arm64 $$(build_flags) --drop-build-cache $$(call record_failure,build $(1)-arm64)
+	$$(call timed,acceptance $(1)-arm64 (arm64_ci checks)) $$(VENV)/bin/pytest smoke_tests --image kerasenv:$(1)-arm64 -m arm64_ci $$(PYTEST_ARGS) $$(call record_failure,arm64 checks $(1))
+	$$(if $$(dropping),docker rmi kerasenv:$(1)-arm64 >/dev/null $$(call record_failure,drop the arm64 image of $(1)))
+endef
+$(foreach i,$(shell seq $(words $(ARM64_VARIANTS))),$(eval $(call arm64_steps,$(word $(i),$(ARM64_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(ARM64_VARIANTS))))))
+arm64_last := $(if $(ARM64_VARIANTS),test-arm64-$(lastword $(ARM64_VARIANTS)))
+
 # The last acceptance step of each test lane.
 last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(shell expr $(words $(LANE_VARIANTS)) - 1),$(LANE_VARIANTS)))
 
-test-lanes: $(last_accepts) $(integration_step) $(integration_test_lane_step) ## what `make test` runs after lint, in three lanes (use `make -j3 test-lanes`): builds, and the tests of each built image
+test-lanes: $(last_accepts) $(integration_step) $(integration_test_lane_step) $(arm64_last) ## what `make test` runs after lint, in three lanes (use `make -j3 test-lanes`): builds, and the tests of each built image
 
 # The integration tests close the build lane: once every image is built they run beside the
 # acceptance runs still going (they need IMAGES_FOR_INTEGRATION, and
@@ -257,8 +300,8 @@ test-accept-$(firstword $(LANE_VARIANTS)): $(unit_step)
 $(unit_step): venv
 	$(call timed,unit tests) $(VENV)/bin/pytest tests -m 'not docker' $(PYTEST_ARGS) $(call record_failure,unit tests (pytest tests -m "not docker"))
 
-test-acceptance: venv ## the acceptance suite (smoke_tests/) against kerasenv:VARIANT, or IMAGE=<any ref> (GPU=1 adds the GPU tests)
-	$(VENV)/bin/pytest smoke_tests $(if $(IMAGE),--image $(IMAGE),--variant $(VARIANT)) $(if $(GPU),--gpu) $(PYTEST_ARGS)
+test-acceptance: venv ## the acceptance suite (smoke_tests/) against kerasenv:VARIANT, or IMAGE=<any ref> (GPU=1 adds the GPU tests; PLATFORM=linux/arm64: kerasenv:VARIANT-arm64, under qemu on amd64)
+	$(VENV)/bin/pytest smoke_tests $(if $(IMAGE),--image $(IMAGE),$(if $(filter linux/arm64,$(PLATFORM)),--image kerasenv:$(VARIANT)-arm64,--variant $(VARIANT))) $(if $(GPU),--gpu) $(PYTEST_ARGS)
 
 test-acceptance-all: venv ## the acceptance suite against every variant built here
 	$(VENV)/bin/pytest smoke_tests $$(for id in $$($(KERASENV) list --ids); do \

@@ -128,7 +128,18 @@ fi
 # --- 2. per-user: the tooling venv and Docker Compose v2 as a CLI plugin (no root needed) ---
 as_invoker make --no-print-directory venv compose-plugin PYTHON="$PYTHON" | { grep -v 'Nothing to be done' || true; }
 
-# --- 3. the base images: every debian:* base_image of the matrix (BASE_IMAGE=: that one only),
+# --- 3. arm64 programs on an amd64 machine, for the matrix's arm64 images (issue 36): qemu >= 10
+# and its binfmt_misc entry (scripts/arm64-emulation.sh says why that qemu) ----------------------
+has_arm64=$(grep -c '^\[variant\.arm64\]' images/matrix.toml || true)
+if [ "$has_arm64" -gt 0 ] && [ "$(uname -m)" = x86_64 ]; then
+  if is_root; then
+    bash scripts/arm64-emulation.sh --quiet
+  else
+    bash scripts/arm64-emulation.sh --check >/dev/null || bash scripts/arm64-emulation.sh --check
+  fi
+fi
+
+# --- 4. the base images: every debian:* base_image of the matrix (BASE_IMAGE=: that one only),
 # pulled, or made from Debian's archive where no registry answers ---------------------------
 bases=${BASE_IMAGE:-$(sed -n 's/^base_image = "\(debian:[^"]*\)"/\1/p' images/matrix.toml | sort -u)}
 for base in $bases; do
@@ -142,3 +153,26 @@ for base in $bases; do
   me "no registry reachable: making $base offline"
   .venv/bin/kerasenv base-offline --suite "$suite" --tag "$base"
 done
+# The arm64 bases of the arm64 images, debian:<suite>-slim-arm64 (the local tag: Docker 20.10 keeps
+# one image per tag): pulled for linux/arm64, or made with debootstrap under qemu (about 3 minutes).
+if [ "$has_arm64" -gt 0 ] && [ -z "${BASE_IMAGE:-}" ]; then
+  arm_bases=$(.venv/bin/python - <<'PY'
+from kerasenv.matrix import schema
+print(" ".join(sorted({v.base_image for v in schema.load().variants if v.arm64})))
+PY
+)
+  for base in $arm_bases; do
+    local_tag="$base-arm64"
+    docker image inspect "$local_tag" >/dev/null 2>&1 && continue
+    if timeout 120 docker pull -q --platform linux/arm64 "$base" >/dev/null 2>&1 \
+       && [ "$(docker image inspect -f '{{.Architecture}}' "$base")" = arm64 ]; then
+      docker tag "$base" "$local_tag"
+      docker pull -q --platform linux/amd64 "$base" >/dev/null  # the tag stays the amd64 one
+      continue
+    fi
+    suite=$(sed -n 's/^debian:\([a-z]*\)\(-slim\)\{0,1\}$/\1/p' <<<"$base")
+    is_root || fail "cannot pull $base for linux/arm64: run \`sudo make base-offline PLATFORM=linux/arm64\`"
+    me "no registry reachable: making $local_tag offline (debootstrap under qemu)"
+    .venv/bin/kerasenv base-offline --suite "$suite" --platform linux/arm64
+  done
+fi

@@ -7,13 +7,17 @@
     pytest smoke_tests --all-variants                # every Debian-based variant of the matrix
                                                      # (what `make test` and CI run); an image
                                                      # that is not built is an error
+    pytest smoke_tests --image kerasenv:ID-arm64 -m arm64_ci   # a variant's arm64 image (issue 36),
+                                                     # under qemu on amd64: the cheap, decisive checks
 
-Each test module declares the image families it applies to (FAMILIES); test ids carry
-the variant id. One tracked container per test module and image, always removed.
+Each test module declares the image families it applies to (FAMILIES) and, where not both,
+the architectures (ARCHES); test ids carry the variant id (and `@arm64` for an arm64 image).
+One tracked container per test module and image, always removed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -27,12 +31,15 @@ import pytest
 from kerasenv.engine import docker_client
 from kerasenv.matrix import schema as matrix_mod
 
+from . import platforms
+
 TEST_LABEL = "io.kerasenv.acceptance"
 # This session's value of TEST_LABEL: the leftover check at the end looks at this session's
 # containers only, so two acceptance runs at once (two checkouts, two images) cannot fail
 # each other's check.
 SESSION = uuid.uuid4().hex
 ALL_FAMILIES = frozenset({"cpu", "cuda", "rocm"})
+ALL_ARCHES = frozenset({platforms.AMD64, platforms.ARM64})
 
 
 def pytest_addoption(parser):
@@ -61,20 +68,29 @@ def pytest_configure(config):
     if config.getoption("checkout_probes", default=False):
         _CHECKOUT_MOUNT[str(CHECKOUT_PACKAGE)] = {"bind": "/opt/kerasenv/kerasenv_image", "mode": "ro"}
     config.addinivalue_line("markers", "gpu: needs a GPU; runs with --gpu, where a missing GPU fails")
+    config.addinivalue_line("markers", "arm64_ci: a cheap, decisive check that CI runs on each arm64 image under "
+                                       "emulation (`pytest smoke_tests --image kerasenv:ID-arm64 -m arm64_ci`): "
+                                       "labels, the venv's ELF machine, pip check, the backend's GPU-library "
+                                       "check and ptxas, the kernel-target record, a small smoke training as an "
+                                       "arbitrary UID on a read-only root")
     config._kerasenv_gpu = {"deselected": 0, "ran": 0, "passed": 0}
     config._kerasenv_timing = {}  # target id -> [seconds, tests, failed]
 
 
 @dataclass(frozen=True)
 class Target:
-    """An image under test and the matrix entry it claims to be."""
+    """An image under test, the matrix entry it claims to be, and which image of the variant's
+    tag it is: its architecture as the image says (`Architecture`: amd64 | arm64), and whether
+    this engine runs it under emulation (an arm64 image on an amd64 machine: qemu-user)."""
 
     ref: str
     variant: matrix_mod.Variant
+    arch: str = platforms.AMD64
+    emulated: bool = False
 
     @property
     def id(self) -> str:
-        return self.variant.id if self.ref == self.variant.image_ref else f"{self.variant.id}@{self.ref}"
+        return platforms.target_id(self.variant, self.ref, self.arch)
 
 
 def _targets(config) -> list[Target]:
@@ -89,18 +105,24 @@ def _targets(config) -> list[Target]:
     if not refs:
         raise pytest.UsageError("name the image(s) to test: --variant ID, --image REF or --all-variants")
     client = docker_client.client()
+    host_arch = platforms.normalize_arch(client.info().get("Architecture"))
     targets = []
     for ref in refs:
         from docker.errors import ImageNotFound
 
         try:
-            labels = client.images.get(ref).labels or {}
+            image = client.images.get(ref)
         except ImageNotFound:
-            raise pytest.UsageError(f"image {ref} is not here: build it (`make build VARIANT=...`) or pull it")
+            raise pytest.UsageError(f"image {ref} is not here: build it (`make build VARIANT=...`, an arm64 image "
+                                    "with PLATFORM=linux/arm64) or pull it")
+        labels = image.labels or {}
         variant_id = labels.get("io.kerasenv.variant")
         if not variant_id:
             raise pytest.UsageError(f"image {ref} has no io.kerasenv.variant label: not a kerasenv image")
-        targets.append(Target(ref, matrix.get(variant_id)))
+        # Whether the variant has an image for this architecture is a check (test_labels), not a
+        # usage error: an arm64 image of an amd64-only variant must fail there.
+        arch = platforms.normalize_arch(image.attrs.get("Architecture"))
+        targets.append(Target(ref, matrix.get(variant_id), arch, emulated=arch != host_arch))
     config._kerasenv_targets = targets
     return targets
 
@@ -109,13 +131,15 @@ def pytest_generate_tests(metafunc):
     if "target" not in metafunc.fixturenames:
         return
     families = getattr(metafunc.module, "FAMILIES", ALL_FAMILIES)
-    targets = [t for t in _targets(metafunc.config) if t.variant.family in families]
+    arches = getattr(metafunc.module, "ARCHES", ALL_ARCHES)
+    targets = [t for t in _targets(metafunc.config) if t.variant.family in families and t.arch in arches]
     metafunc.parametrize("target", targets, ids=[t.id for t in targets], scope="module")
 
 
 def pytest_collection_modifyitems(config, items):
     # A module for a family none of the images under test belongs to (e.g. ROCm checks
-    # when testing the CPU image) is not applicable: deselect it, and say so in the summary.
+    # when testing the CPU image), or for another architecture (the JupyterLab flavour, which
+    # the arm64 images do not have), is not applicable: deselect it, and say so in the summary.
     skipped_empty = [i for i in items if any(m.name == "skip" and str(m.kwargs.get("reason", "")).startswith(
         "got empty parameter set") for m in i.iter_markers())]
     if skipped_empty:
@@ -150,7 +174,8 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    families = sorted({t.variant.family for t in getattr(config, "_kerasenv_targets", [])})
+    families = sorted({t.variant.family if t.arch == platforms.AMD64 else f"{t.variant.family} on {t.arch}"
+                       for t in getattr(config, "_kerasenv_targets", [])})
     if config._kerasenv_timing:
         terminalreporter.write_line("kerasenv acceptance time per variant (set-up, tests and tear-down):")
         for target_id, (seconds, tests, failed) in config._kerasenv_timing.items():
@@ -266,6 +291,17 @@ def start(docker, ref: str, command, **kwargs):
         container.remove(force=True)
         raise
     return container
+
+
+@contextlib.contextmanager
+def created(docker, ref: str):
+    """A labelled container that is created and never started (what the engine's archive API
+    reads files from without running anything of the image); always removed."""
+    container = docker.containers.create(ref, ["true"], labels={TEST_LABEL: SESSION}, network_mode="none")
+    try:
+        yield container
+    finally:
+        container.remove(force=True)
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,7 @@ import pytest
 from .conftest import run_once
 
 FAMILIES = {"cpu", "cuda"}  # the families the matrix's [jupyter] table gives a flavour
+ARCHES = {"amd64"}  # the arm64 images have no JupyterLab flavour (kerasenv build refuses --platform with it)
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("KERASENV_CHROMIUM", "/usr/bin/chromium")
 WINDOW = (1400, 900)

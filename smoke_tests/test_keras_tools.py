@@ -86,7 +86,9 @@ def test_tensorboard_callback_scalars_and_plot_model_png(tools_run, tools_out):
 
 
 def test_tensorflow_beside_jax_or_torch_is_the_cpu_build_and_maps_no_cuda(tools_run, target):
-    """TensorFlow in a JAX or PyTorch image is tensorflow-cpu at the TF images' release: not a CUDA
+    """TensorFlow in a JAX or PyTorch image is tensorflow-cpu at the TF images' release (on arm64
+    `tensorflow` at that release, whose aarch64 wheel is the CPU build: tensorflow-cpu has none;
+    which distribution it is, test_packages checks): not a CUDA
     build, no GPU device, and after a tf.data pipeline ran no CUDA library is mapped, so it holds
     no CUDA context and no GPU memory; the backend keeps its own devices (and on a CUDA image its
     CUDA build: torch.version.cuda, JAX's CUDA plugin). On a GPU host test_..._on_a_gpu below

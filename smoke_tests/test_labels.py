@@ -1,10 +1,21 @@
-"""Labels: present, non-empty, https URLs, and equal to what the running image reports."""
+"""Labels: present, non-empty, https URLs, and equal to what the running image reports.
+
+Which image of the tag is under test matters: the arm64 image's labels are the matrix's for
+arm64 (`static_labels(matrix, variant, "arm64")`: its own kernels, its own GPU evidence and the
+evidence gap). All of these run on the arm64 images in CI (marker arm64_ci).
+"""
 
 from __future__ import annotations
 
 import re
 
+import pytest
+
 from kerasenv.matrix import labels as labels_mod
+
+from . import platforms
+
+pytestmark = pytest.mark.arm64_ci
 
 OCI = labels_mod.OCI
 REQUIRED_OCI = ("title", "description", "version", "source", "url", "documentation", "licenses",
@@ -17,23 +28,33 @@ REQUIRED_NS = {
 }
 
 
-def required_ns_labels(variant) -> list[str]:
+def required_ns_labels(variant, arch: str = platforms.AMD64) -> list[str]:
     """The io.kerasenv.* labels that must carry a value: the family's, the framework's
     release under the backend's name (io.kerasenv.tensorflow, .jax, .torch) and, on CUDA, the
     CUDA the framework was built with. The compute capabilities are TF's tested-build facts
     (tested_builds.py): the matrix records none for JAX and PyTorch, so there the label is
-    only required to equal the matrix (test_labels_equal_the_matrix_entry)."""
+    only required to equal the matrix (test_labels_equal_the_matrix_entry). A CUDA arm64 image
+    says what its GPU evidence does not cover (cuda-stack.evidence-gap)."""
     keys = [*REQUIRED_NS[variant.family], variant.backend]
     if variant.family == "cuda":
         keys.append(f"{variant.backend}-built-with-cuda")
         if variant.backend == "tensorflow":
             keys.append("cuda-compute-capabilities")
+        if arch == platforms.ARM64:
+            keys.append("cuda-stack.evidence-gap")
     return keys
+
+
+def test_the_image_is_one_the_matrix_builds_for_its_variant(image, target):
+    """An arm64 image exists only for a variant with [variant.arm64]; a Linux image either way."""
+    assert image.attrs.get("Os") == "linux", image.attrs.get("Os")
+    assert f"linux/{target.arch}" in target.variant.platforms, \
+        f"a {target.arch} image of {target.variant.id}, whose platforms are {', '.join(target.variant.platforms)}"
 
 
 def test_required_labels_are_present_and_not_empty(image, target):
     keys = [f"{OCI}.{k}" for k in REQUIRED_OCI] + \
-        [f"{labels_mod.NS}.{k}" for k in required_ns_labels(target.variant)]
+        [f"{labels_mod.NS}.{k}" for k in required_ns_labels(target.variant, target.arch)]
     missing = [k for k in keys if not (image.labels.get(k) or "").strip()]
     assert missing == []
 
@@ -48,9 +69,23 @@ def test_created_is_rfc3339(image):
 
 
 def test_labels_equal_the_matrix_entry(image, matrix, target):
-    expected = labels_mod.static_labels(matrix, target.variant)
+    expected = labels_mod.static_labels(matrix, target.variant, target.arch)
     differ = {k: (v, image.labels.get(k)) for k, v in expected.items() if image.labels.get(k) != v}
     assert differ == {}, "label: (matrix, image)"
+
+
+def test_no_label_of_the_other_architecture_or_of_an_unrecorded_fact(image, matrix, target):
+    """The labels the matrix writes for some image (either architecture's) that it does not write
+    for this one are absent: no arm64 evidence gap on amd64, no kernel labels without this
+    architecture's kernel record. (Labels from the base image, io.kerasenv.base-offline, are not
+    the matrix's.)"""
+    ns, v = labels_mod.NS, target.variant
+    owned = {*labels_mod.static_labels(matrix, v, platforms.AMD64), f"{ns}.kernels.sass", f"{ns}.kernels.ptx"}
+    if v.family == "cuda":
+        owned |= {*labels_mod.static_labels(matrix, v, platforms.ARM64), f"{ns}.cuda-stack.evidence-gap"}
+    named = labels_mod.static_labels(matrix, v, target.arch)
+    extra = sorted(k for k in image.labels if k in owned and k not in named)
+    assert extra == [], {k: image.labels[k] for k in extra}
 
 
 def test_labels_equal_what_the_running_image_reports(image, inventory, target):

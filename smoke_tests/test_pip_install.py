@@ -20,7 +20,7 @@ import pytest
 from kerasenv.images import locks
 from kerasenv.matrix.schema import REPO_ROOT
 
-from . import local_wheels
+from . import local_wheels, platforms
 from .conftest import run_once
 
 FAMILIES = {"cpu", "cuda"}  # ROCm: AMD's image, its pip is not ours
@@ -58,9 +58,10 @@ def in_fresh_container(docker, target, wheels, script: str, **kwargs) -> tuple[i
 
 
 def pinned(target) -> dict[str, str]:
-    """name -> version of every pin in the variant's own locks (main and CUDA: what the image
-    installs; not the JupyterLab lock, which only a derived image installs)."""
-    return {name: pin.version for name, pin in locks.variant_pins(REPO_ROOT / "images" / target.variant.id).items()}
+    """name -> version of every pin in the locks the image was installed from (main and CUDA;
+    the arm64 image's main lock is requirements-arm64.lock; not the JupyterLab lock, which only
+    a derived image installs)."""
+    return platforms.image_pins(target.variant, target.arch, REPO_ROOT / "images")
 
 
 INSTALL_AND_IMPORT = (

@@ -8,13 +8,27 @@ venv=$1 python=$2 lock=$3
 site_packages=$venv/lib/python$python/site-packages
 test -d "$site_packages"
 
-pip install --no-deps --require-hashes --only-binary=:all: -r "$lock"
+if [ -n "${PIP_PLATFORM:-}" ]; then
+  # Another platform's wheels (the arm64 image built on amd64: PIP_PLATFORM and its companions
+  # come from the Dockerfile). pip takes --platform only with --target; the scripts it writes
+  # there (shebang: this venv's python) go to the venv's bin. No `pip check` here: it would judge
+  # the requirements' markers for this machine; the runtime stage runs it on the image's own
+  # interpreter (cuda-loader-config.sh, or below for CPU images).
+  pip install --no-deps --require-hashes --target "$site_packages" -r "$lock"
+  if [ -d "$site_packages"/bin ]; then
+    mv "$site_packages"/bin/* "$venv"/bin/
+    rmdir "$site_packages"/bin
+  fi
+  problems=""
+else
+  pip install --no-deps --require-hashes --only-binary=:all: -r "$lock"
+  problems=$(pip check 2>&1 || true)
+fi
 # The CUDA wheels (requirements-cuda.lock beside the lock) are installed in a stage of their
 # own and join this venv only in the runtime stage, which runs the full `pip check`
 # (cuda-loader-config.sh). Here a missing one of them is expected (PyTorch requires its
 # nvidia-* wheels outright); anything else pip reports fails the build.
 cuda_lock=$(dirname "$lock")/requirements-cuda.lock
-problems=$(pip check 2>&1 || true)
 if [ -f "$cuda_lock" ]; then
   while read -r name; do
     problems=$(printf '%s\n' "$problems" | grep -v -i "requires $name, which is not installed" || true)

@@ -75,6 +75,7 @@ TARGETS = {
     "lint": "real: hadolint, the compose and workflow schemas, the k8s manifests",
     "test-unit": "real: PYTEST_ARGS= one unit test (-k)",
     "test-prereqs": "real: silent when everything is there",
+    "arm64-emulation": "real: qemu >= 10 is registered for aarch64 (the arm64 images' builds ran under it), so it only looks",
     "test": "make -n: test-prereqs, then the drift check, lint and make -j3 test-lanes",
     "test-lanes": "make -n: builds, unit tests, acceptance per variant, integration tests (and scripts/timed-step exists)",
     "test-acceptance": "real: VARIANT=tf2.21-cpu PYTEST_ARGS='-k test_label_urls_are_https'",
@@ -308,6 +309,18 @@ def test_base_offline_keeps_the_base_images_that_exist(docker):
     assert proc.returncode == 0, ran(proc)
     for base in bases:
         assert f"{base} already exists locally; `--force` rebuilds it" in proc.out, ran(proc)
+
+
+@covers("arm64-emulation")
+def test_arm64_emulation_only_looks_when_qemu_is_registered(docker):
+    proc = make("arm64-emulation")
+    assert proc.returncode == 0, ran(proc)
+    assert re.search(r"qemu (1\d|[2-9]\d)\.x runs linux/arm64 \([A-Z]*F[A-Z]*\)", proc.out), ran(proc)
+    assert "apt-get" not in proc.out and "registering" not in proc.out, ran(proc)
+    # and arm64 code runs: the arm64 base's own shell, in a container
+    arm = next(v for v in matrix_mod.load(REPO / "images" / "matrix.toml").variants if v.arm64)
+    out = docker.containers.run(f"{arm.base_image}-arm64", ["uname", "-m"], remove=True, network_mode="none")
+    assert out.decode().strip() == "aarch64"
 
 
 @covers("test-prereqs")

@@ -152,3 +152,34 @@ def test_a_zstd_push_unpacks_in_containerd_and_docker_before_23_refuses_it_in_on
     # the daemon kept nothing of the failed pull: no tag that was not there before (the test
     # lanes may have removed some meanwhile)
     assert docker_client.local_tags(docker) - tagged == set()
+
+
+def test_an_image_index_over_two_architectures_round_trips_and_pull_picks_each_platform(docker, matrix, registry):
+    """The index `kerasenv push` writes for a variant with an arm64 image (publish/index.py), made
+    here over the two Debian bases the arm64 and amd64 images are built on (real images of each
+    architecture, 80 MB each: pushing the 7-8 GB arm64 CUDA images costs CI minutes of gzip; their
+    own push is the same code, run by hand, and their pull is `kerasenv bench-pull --platform`)."""
+    from kerasenv.publish import index
+
+    base = next(v for v in matrix.variants if v.arm64).base_image
+    repo = f"{registry.address}/kerasenv-test/base"
+    for arch, local in (("amd64", base), ("arm64", f"{base}-arm64")):
+        image = docker.images.get(local)
+        assert image.attrs["Architecture"] == arch
+        image.tag(repo, index.arch_tag("t", arch))
+        for event in docker.images.push(repo, tag=index.arch_tag("t", arch), stream=True, decode=True):
+            assert "error" not in event, event
+    digest = index.create(f"{repo}:t", [f"{repo}:t-amd64", f"{repo}:t-arm64"], insecure=True)
+    assert digest.startswith("sha256:")
+    assert index.platforms_of(f"{repo}:t", insecure=True) == ["linux/amd64", "linux/arm64"]
+    try:
+        for arch in ("arm64", "amd64"):
+            _untag_registry_refs(f"{repo}:")
+            docker.api.pull(repo, tag="t", platform=f"linux/{arch}")
+            assert docker.images.get(f"{repo}:t").attrs["Architecture"] == arch
+        # without a platform the engine takes its own architecture from the index
+        _untag_registry_refs(f"{repo}:")
+        docker.api.pull(repo, tag="t")
+        assert docker.images.get(f"{repo}:t").attrs["Architecture"] == "amd64"
+    finally:
+        _untag_registry_refs(f"{repo}:")

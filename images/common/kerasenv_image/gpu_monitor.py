@@ -32,7 +32,10 @@ index i, with the epoch (0-based, as Keras' TensorBoard callback) as the step:
 
 A reading nvidia-smi cannot give is missing, never 0: on a MIG-enabled GPU and on vGPUs
 `utilization.gpu` reads `[N/A]`, so utilization_percent is None in `epochs` and report.json
-and no utilisation scalar is written (memory still is). Where CUDA_VISIBLE_DEVICES names GPUs
+and no utilisation scalar is written (memory still is). On a GPU that shares the system's RAM
+(GB10) the memory is what reads N/A: memory_used/total stay None, no memory scalar is written,
+and the record's `memory_note` says "unified memory: not reported by the driver"
+(gpu_sampler.MEMORY_NOT_REPORTED); the framework's own peak is still written. Where CUDA_VISIBLE_DEVICES names GPUs
 by UUID or MIG slice, or NVIDIA_VISIBLE_DEVICES gives the container a MIG slice, nvidia-smi's
 per-GPU indexes cannot be matched to CUDA's devices (`unmappable`): every GPU is sampled, the
 report says why (`mapping_note`), and the framework's peak, which needs the match, is left out.
@@ -393,6 +396,8 @@ class GpuMonitorLogic:
             util = gpu_sampler.steady_state(samples, start, end, index=index, settle_s=self.settle_s)
             memory = gpu_sampler.steady_state(samples, start, end, index=index, settle_s=0)
             used, total = memory["memory_used_mib_max"], memory["memory_total_mib"]
+            # Samples came, but none with the GPU's memory: the driver has none to report (GB10).
+            unreported = "memory.total" in self.fields and memory["samples"] and total is None
             gpus.append({
                 "index": index, "samples": util["samples"], "memory_samples": memory["samples"],
                 "utilization_percent": util["utilization_gpu_mean"],
@@ -401,7 +406,9 @@ class GpuMonitorLogic:
                 "memory_used_mib": used, "memory_total_mib": total,
                 "memory_used_percent": 100.0 * used / total if used is not None and total else None,
                 self._peak_name: self._tf_memory.peak_mib(index),
-                "settle_s": util["settle_s"], "note": util.get("note")})
+                "settle_s": util["settle_s"], "note": util.get("note"),
+                "memory_note": f"{gpu_sampler.MEMORY_NOT_REPORTED} ({gpu_sampler.MEMORY_NOT_REPORTED_WHY})"
+                if unreported else None})
         return {"epoch": epoch + 1, "start": start, "end": end, "seconds": end - start, "gpus": gpus}
 
     @property

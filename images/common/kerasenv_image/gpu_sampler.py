@@ -36,6 +36,18 @@ QUERY_FIELDS = ("timestamp", "index", "utilization.gpu", "memory.used", "memory.
 DEFAULT_INTERVAL_MS = 200
 _MISSING = {"", "n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]",
             "insufficient permissions", "[insufficient permissions]"}
+# A GPU that shares the system's RAM has no memory of its own for the driver to report: on GB10
+# (DGX Spark, driver 580) nvidia-smi's Memory-Usage reads "Not Supported" and NVML's memory
+# queries return NOT_SUPPORTED (tests/fixtures/nvidia-smi/gb10-580; leptonai/gpud#1170), and
+# CUDA's cudaMemGetInfo says almost nothing is free (PennyLaneAI/pennylane-lightning#1357,
+# NVIDIA/cuQuantum#215). Such a reading is missing, never 0 and never "full": the smoke's report
+# and GpuMonitor say this instead of a figure, and no out-of-memory margin is computed from it.
+# Not seen here on a GB10: which placeholder its --query-gpu prints ([N/A] or [Not Supported];
+# parse_value reads both as missing).
+MEMORY_NOT_REPORTED = "unified memory: not reported by the driver"
+MEMORY_NOT_REPORTED_WHY = ("nvidia-smi's memory.total was N/A: a GPU that shares the system's RAM (GB10, DGX Spark) "
+                           "has no memory of its own to report")
+
 # Samplers whose nvidia-smi is running: stop_all() (also at interpreter exit) ends them, so
 # an exception out of fit() never leaves an nvidia-smi loop behind.
 _RUNNING: set = set()

@@ -81,6 +81,7 @@ def _no_utilisation_line(steady: list[dict], interval_ms: int | None) -> tuple[s
                                 "seconds")
 
 
+FRAMEWORKS = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
 PEAK_SUFFIX = "_peak_memory_mib"
 PEAK_SOURCES = {"tf_peak_memory_mib": "tensorflow-peak"}
 
@@ -94,8 +95,11 @@ def verdict(epochs: list[dict], *, memory_total_mib: float | None, input_wait_fr
 
     Returns status (not-sampled | epochs-too-short | input-bound | underused | partly-idle
     | gpu-bound),
-    memory_status (ok | near-oom | unknown), `line` (the first of `lines`, the most
-    important finding), `lines`, the measured values and the thresholds."""
+    memory_status (ok | near-oom | not-reported | unknown), `line` (the first of `lines`, the
+    most important finding), `lines`, the measured values and the thresholds. not-reported: the
+    samples came without the GPU's memory (GpuMonitor's `memory_note`: a GPU that shares the
+    system's RAM, GB10), so there is no total to judge a peak against, and no out-of-memory
+    advice is given."""
     steady = steady_epochs(epochs)
     utilisation = [g["utilization_percent"] for e in steady for g in e.get("gpus", [])
                    if g.get("utilization_percent") is not None]
@@ -163,7 +167,15 @@ def verdict(epochs: list[dict], *, memory_total_mib: float | None, input_wait_fr
         else:
             status = "gpu-bound"
             lines.append(f"GPU busy {busy:.0f} %{swing}: the GPU is the bottleneck, as it should be")
-    if fraction is None:
+    unreported = next((g["memory_note"] for g in everything if g.get("memory_note")), None)
+    if fraction is None and unreported and total is None:
+        memory_status = "not-reported"
+        result["memory_note"] = unreported
+        framework = FRAMEWORKS.get(peak_source.removesuffix("-peak"), peak_source)
+        measured = f"; {framework}'s own peak {_gib(peak)}" if tf_peaks else ""
+        lines.append(f"GPU memory: {unreported.split(' (')[0]} (the GPU shares the system's RAM){measured}; "
+                     "no out-of-memory margin to judge: the host's free memory (`free -h`) is the GPU's")
+    elif fraction is None:
         memory_status = "unknown"
     elif fraction >= NEAR_OOM_MEMORY_FRACTION:
         memory_status = "near-oom"

@@ -50,6 +50,10 @@ def register(subparsers) -> None:
     s.add_argument("--zstd-level", type=int, default=None, metavar="N",
                    help="zstd level for the zstd push (default: kerasenv push's, publish/compression.ZSTD_LEVEL)")
     s.add_argument("--rounds", type=int, default=1, help="cold pulls per compression, alternating (default 1)")
+    s.add_argument("--platform", choices=("linux/amd64", "linux/arm64"), default="linux/amd64",
+                   help="linux/arm64: the variant's arm64 image (kerasenv:ID-arm64), pulled for that platform; on an "
+                        "amd64 host its default command runs under qemu, so only the pull figures are the arm64 "
+                        "host's own")
     s.add_argument("--image", metavar="REF", help="measure this local image in ID's place (e.g. an experimental "
                                                   "build of it); its results go to results/pull-ID-<label>.json")
     s.add_argument("--label", default="", help="a name for this measurement, with --image (e.g. split-layers)")
@@ -172,12 +176,13 @@ def _cmd_bench_pull(args, matrix: Matrix) -> int:
     root = args.output_dir or bench.BENCH_ROOT
     if args.dry_run:
         for line in pull.dry_run(docker_client.client(), v, compressions, level, args.work_dir, say,
-                                 image_ref=args.image):
+                                 image_ref=args.image or v.platform_ref(args.platform)):
             print(line)
         return 0
+    arm = args.platform != "linux/amd64"
     doc = pull.measure(docker_client.client(), v, compressions, args.rounds, level, args.work_dir, say,
-                       image_ref=args.image)
-    name = f"pull-{v.id}" + (f"-{args.label}" if args.image else "")
+                       image_ref=args.image or v.platform_ref(args.platform), platform=args.platform if arm else None)
+    name = f"pull-{v.id}" + ("-arm64" if arm else "") + (f"-{args.label}" if args.image else "")
     doc["label"] = args.label if args.image else ""
     bench.write_json(root / "results" / f"{name}.json", doc)
     for line in pull.summary_lines(doc):

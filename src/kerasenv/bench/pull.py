@@ -12,7 +12,7 @@ decompression and disk, not a network. Everything is removed at the end, also on
 
 from __future__ import annotations
 
-import platform
+import platform as platform_mod
 import re
 import statistics
 import subprocess
@@ -102,9 +102,10 @@ def dry_run(client, v: Variant, compressions: list[str], zstd_level: int, work_d
 
 
 def measure(client, v: Variant, compressions: list[str], rounds: int, zstd_level: int, work_dir: Path | None,
-            say, image_ref: str | None = None) -> dict:
+            say, image_ref: str | None = None, platform: str | None = None) -> dict:
     """image_ref: another local image to measure in the variant's place (an experimental
-    build of it, say); default the variant's own image."""
+    build of it, say); default the variant's own image. platform: pull (and run) that platform's
+    image (linux/arm64 on an amd64 host: its default command runs under qemu-user)."""
     image_ref = image_ref or v.image_ref
     containerd_mod.preflight()
     if compression_mod.ZSTD in compressions:
@@ -135,10 +136,10 @@ def measure(client, v: Variant, compressions: list[str], rounds: int, zstd_level
                 ref = images[c]["ref"]
                 with containerd_mod.running(work_dir) as engine:
                     say(f"kerasenv: round {r}: pulling {ref} into an empty containerd")
-                    pull_s = engine.pull(ref)
+                    pull_s = engine.pull(ref, platform=platform)
                     snapshots = engine.snapshot_count()
                     started = time.perf_counter()
-                    proc = engine.run(ref, f"kerasenv-bench-pull-{r}-{c}")
+                    proc = engine.run(ref, f"kerasenv-bench-pull-{r}-{c}", platform=platform)
                     first_run_s = time.perf_counter() - started
                 output = proc.stdout + proc.stderr
                 first_step_s, verdict = smoke_outcome(output)
@@ -150,7 +151,16 @@ def measure(client, v: Variant, compressions: list[str], rounds: int, zstd_level
                 say(f"kerasenv:   {c}: pull {run.pull_s:.1f} s, default command {run.first_run_s:.1f} s "
                     f"(first step after {first_step_s} s), {verdict}")
                 runs.append(run)
-    return document(v, image_ref, image, images, runs, zstd_level)
+    doc = document(v, image_ref, image, images, runs, zstd_level)
+    doc["platform"] = platform or f"linux/{image.attrs.get('Architecture', 'amd64')}"
+    if platform and platform.split("/")[1] != {"x86_64": "amd64", "aarch64": "arm64"}.get(machine(), machine()):
+        doc["emulated"] = (f"the default command ran under qemu-user on this {machine()} host: its times are the "
+                           "emulator's, not an arm64 host's; the pull (fetch, decompress, unpack) is this host's")
+    return doc
+
+
+def machine() -> str:
+    return platform_mod.machine()
 
 
 def engine_name() -> str:
@@ -176,7 +186,7 @@ def document(v: Variant, image_ref: str, image, images: dict, runs: list[PullRun
             "uncompressed_bytes": image.attrs.get("Size"),
             "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "engine": engine_name(), "registry": "Debian's docker-registry on 127.0.0.1 (loopback: no network)",
-            "host": {"cpus": _cpus(), "machine": platform.machine()}, "zstd_level": zstd_level,
+            "host": {"cpus": _cpus(), "machine": platform_mod.machine()}, "zstd_level": zstd_level,
             "images": images, "runs": [asdict(r) for r in runs], "median": summary, "zstd_vs_gzip": ratio}
 
 

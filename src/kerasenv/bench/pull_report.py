@@ -44,7 +44,7 @@ def chart(docs: list[dict], path: Path) -> bool:
                 ax.annotate(f"{value:.1f}" + (" s" if key == "pull_s" else " GB"), (value, y), textcoords="offset points",
                             xytext=(3, -3), fontsize=8)
         ax.set_yticks(range(len(docs)))
-        ax.set_yticklabels([d["variant"] + (f"\n({d['label']})" if d.get("label") else "") for d in docs], fontsize=8)
+        ax.set_yticklabels([d["variant"] + (f"\n({_name(d)})" if _name(d) else "") for d in docs], fontsize=8)
         ax.invert_yaxis()
         ax.set_xlabel(xlabel)
         ax.grid(True, axis="x", alpha=0.3)
@@ -77,7 +77,7 @@ def markdown(docs: list[dict], charted: bool) -> str:
             runs = [r for r in doc["runs"] if r["compression"] == c]
             verdicts = sorted({r["verdict"] for r in runs})
             step = "-" if s["first_step_s"] is None else f"{s['first_step_s']:.1f} s"
-            L.append(f"| `{doc['variant']}`{' (' + doc['label'] + ')' if doc.get('label') else ''} | {doc['uncompressed_bytes'] / 1e9:.2f} GB | {c}{level} | "
+            L.append(f"| `{doc['variant']}`{' (' + _name(doc) + ')' if _name(doc) else ''} | {doc['uncompressed_bytes'] / 1e9:.2f} GB | {c}{level} | "
                      f"{s['compressed_bytes'] / 1e9:.2f} GB | {img['layers']} ({img['largest_layer_bytes'] / 1e9:.2f} GB) | "
                      f"{s['push_s']:.0f} s | {s['pull_s']:.1f} s | {s['first_run_s']:.1f} s ({step}) | "
                      f"{', '.join(verdicts)} | {len(runs)} | {doc['engine']} | {doc['created_at'][:10]} |")
@@ -85,7 +85,7 @@ def markdown(docs: list[dict], charted: bool) -> str:
     for doc in docs:
         r = doc.get("zstd_vs_gzip")
         if r:
-            L.append(f"- `{doc['variant']}`{' (' + doc['label'] + ')' if doc.get('label') else ''}: cold pull **{r['pull_s']:.2f}x**, bytes {r['compressed_bytes']:.2f}x "
+            L.append(f"- `{doc['variant']}`{' (' + _name(doc) + ')' if _name(doc) else ''}: cold pull **{r['pull_s']:.2f}x**, bytes {r['compressed_bytes']:.2f}x "
                      f"({doc['host']['cpus']} CPUs)")
     return "\n".join(L + [""])
 
@@ -101,3 +101,12 @@ def generate(root: Path) -> dict[str, Path]:
     out = root / "pull.md"
     out.write_text(markdown(docs, charted))
     return {"pull": out, **({CHART: charts / CHART} if charted else {})}
+
+
+def _name(doc: dict) -> str:
+    """What tells a result apart from the variant's own amd64 one: its label, its platform (the arm64
+    image, whose default command ran under qemu on an amd64 host: those times are the emulator's)."""
+    parts = [doc["label"]] if doc.get("label") else []
+    if doc.get("platform", "linux/amd64") != "linux/amd64":
+        parts.append(doc["platform"].split("/")[1] + ("; default command under qemu" if doc.get("emulated") else ""))
+    return ", ".join(parts)

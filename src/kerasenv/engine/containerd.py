@@ -59,16 +59,20 @@ class Containerd:
             raise KerasenvError(f"ctr {' '.join(args[:2])} failed: {detail[-1] if detail else 'no output'}")
         return proc
 
-    def pull(self, ref: str, plain_http: bool = True) -> float:
-        """Fetch and unpack `ref` into the default snapshotter; return the seconds it took."""
+    def pull(self, ref: str, plain_http: bool = True, platform: str | None = None) -> float:
+        """Fetch and unpack `ref` (for `platform`, default this host's) into the default
+        snapshotter; return the seconds it took."""
         started = time.perf_counter()
-        self.ctr("image", "pull", *(["--plain-http"] if plain_http else []), ref)
+        self.ctr("image", "pull", *(["--plain-http"] if plain_http else []),
+                 *(["--platform", platform] if platform else []), ref)
         return time.perf_counter() - started
 
-    def run(self, ref: str, name: str, *command: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    def run(self, ref: str, name: str, *command: str, timeout: float = 1800,
+            platform: str | None = None) -> subprocess.CompletedProcess:
         """Run a container of `ref` to its end (its default command when none is given), with
         no network but loopback, as the image's own user; removed after."""
-        return self.ctr("run", "--rm", ref, name, *command, timeout=timeout, check=False)
+        return self.ctr("run", "--rm", *(["--platform", platform] if platform else []), ref, name, *command,
+                        timeout=timeout, check=False)
 
     def remove_containers(self) -> None:
         """Kill every task and remove every container (after an interrupted run): their

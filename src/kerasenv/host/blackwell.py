@@ -47,6 +47,17 @@ JIT_COST = ("the driver JIT-compiles {ptx} PTX on first use, which takes minutes
 XLA_OFF_HOW = ("compile with jit_compile=False (Keras 3 defaults to XLA on one GPU); "
                "`kerasenv smoke` turns XLA off on Blackwell by itself")
 
+# Warnings a framework prints on a GPU it does run natively, by (framework, compute
+# capability): the doctor says they are false alarms, so nobody switches images over them.
+# PyTorch warns "Found GPU0 NVIDIA GB10 which is of cuda capability 12.1 ... not supported" on
+# DGX Spark, where it trains natively (pytorch/pytorch#172629: torch 2.13.0+cu130 fine-tuned a
+# 9B model at 94 % GPU use); its aarch64 wheel carries sm_121a SASS (kernel-targets-arm64.json)
+# and sm_120 code runs there too (pytorch/pytorch#164596). Not seen here on a GB10.
+FALSE_ALARMS = {
+    ("torch", "12.1"): ("PyTorch's \"cuda capability 12.1 ... not supported\" warning is a false alarm: it "
+                        "trains natively there (pytorch/pytorch#172629)"),
+}
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -65,20 +76,23 @@ def cudnn_serves(v: Variant) -> bool:
 
 
 def native_image(cuda_variants: list[Variant], compute_capability: str, driver: str,
-                 default_gpu: str, os: str = "linux", usable=lambda v: True) -> Variant | None:
+                 default_gpu: str, os: str = "linux", usable=lambda v: True, arch: str = "amd64") -> Variant | None:
     """The best variant with native kernels for this Blackwell GPU that this driver runs
-    (`os`: whose driver floors; `usable`: what else the host allows, e.g. no JAX on WSL2)."""
+    (`os`: whose driver floors; `usable`: what else the host allows, e.g. no JAX on WSL2;
+    `arch`: the host's CPU architecture, whose images and their kernels count)."""
     return kernel_choice.best_native(cuda_variants, [compute_capability], driver, default_gpu,
-                                     also_needed=lambda x: cudnn_serves(x) and usable(x), os=os)
+                                     also_needed=lambda x: cudnn_serves(x) and usable(x), os=os, arch=arch)
 
 
 def verdict(v: Variant, gpu_name: str, compute_capability: str, driver: str,
-            cuda_variants: list[Variant], default_gpu: str, os: str = "linux", usable=lambda v: True) -> Verdict:
+            cuda_variants: list[Variant], default_gpu: str, os: str = "linux", usable=lambda v: True,
+            arch: str = "amd64") -> Verdict:
     """PASS with native kernels (unless TF's XLA is in the way: WARN), WARN when the driver
     must JIT-compile PTX, FAIL when the variant cannot serve this Blackwell GPU; a WARN or a
-    FAIL names the image with native kernels to use instead, where the matrix has one."""
+    FAIL names the image with native kernels to use instead, where the matrix has one. The
+    kernels are those of `v`'s image for `arch` (the host's CPU architecture)."""
     gpu = f"{gpu_name} (compute capability {compute_capability}, Blackwell)"
-    native = native_image(cuda_variants, compute_capability, driver, default_gpu, os, usable)
+    native = native_image(cuda_variants, compute_capability, driver, default_gpu, os, usable, arch)
     ptx_floor = v.driver_floors(os).ptx_jit
     use_native = f"use kerasenv:{native.id} (native kernels for it)" if native and native.id != v.id else ""
     assert v.cudnn is not None
@@ -88,10 +102,11 @@ def verdict(v: Variant, gpu_name: str, compute_capability: str, driver: str,
                              "use NVIDIA's NGC TensorFlow container, which is built for Blackwell")
         return Verdict("FAIL", f"{gpu}: cuDNN {v.cudnn} has no Blackwell kernels (they came in cuDNN "
                                f"{CUDNN_FIRST_BLACKWELL}), so every convolution fails", fix)
-    targets = kernel_choice.targets_of(v)
+    targets = kernel_choice.targets_of(v, arch)
     if targets is None:
-        return Verdict("WARN", f"{gpu}: {v.framework_label}'s kernel targets are not "
-                               "recorded (images/<id>/kernel-targets.json): kernel support not checked",
+        return Verdict("WARN", f"{gpu}: {v.framework_label}'s kernel targets are not recorded for its "
+                               f"linux/{arch} image (images/<id>/{kernel_choice.record_name(arch)}): kernel support "
+                               "not checked",
                        use_native or f"record them: `kerasenv kernel-targets {v.id} --write` on the built image")
     framework = f"{targets.framework} {targets.version}"
     support = kernel_choice.kernel_support(compute_capability, targets.all)
@@ -104,6 +119,9 @@ def verdict(v: Variant, gpu_name: str, compute_capability: str, driver: str,
                        use_native or f"upgrade the NVIDIA driver to >= {ptx_floor}")
     if support == "native":
         status, message, fix = "PASS", f"{gpu}: native kernels in {framework} ({kernel_choice.describe(targets)})", ""
+        alarm = FALSE_ALARMS.get((targets.framework, compute_capability))
+        if alarm:
+            message += f"; {alarm}"
     else:
         ptx = ", ".join(targets.ptx)
         status = "WARN"

@@ -27,7 +27,8 @@ TOOLKIT_FIX = ("install the NVIDIA Container Toolkit, then `sudo nvidia-ctk runt
 
 # --- judging -----------------------------------------------------------------------------
 
-def host_checks(facts: HostFacts) -> list[Check]:
+def host_checks(facts: HostFacts, matrix: Matrix | None = None) -> list[Check]:
+    """The host's lines; with the matrix, the architecture line names the images this CPU runs."""
     checks = []
     if facts.docker_error:
         checks.append(Check(FAIL, "docker", facts.docker_error,
@@ -51,7 +52,8 @@ def host_checks(facts: HostFacts) -> list[Check]:
                             f"{len(nv.gpus)} GPU(s)"))
         for gpu in nv.gpus:
             cc = gpu.compute_capability or "unknown"
-            mem = f", {gpu.memory_mib} MiB" if gpu.memory_mib else ""
+            mem = (f", {gpu.memory_mib} MiB" if gpu.memory_mib else
+                   ", unified memory (shared with the CPU; not reported by the driver)" if gpu.unified_memory else "")
             status = PASS if gpu.compute_capability else WARN
             checks.append(Check(status, f"gpu{gpu.index}",
                                 f"{gpu.name}: compute capability {cc} ({gpu.compute_capability_source}){mem}",
@@ -80,7 +82,7 @@ def host_checks(facts: HostFacts) -> list[Check]:
                             shape_checks.toolkit_fix(facts, TOOLKIT_FIX)))
     else:
         checks.append(Check(INFO, "container-toolkit", "NVIDIA Container Toolkit not found (not needed without a GPU)"))
-    checks += shape_checks.host_checks(facts)
+    checks += shape_checks.host_checks(facts, matrix=matrix)
     checks += rocm_checks.host_checks(facts)
     where = ", ".join(facts.cuda_cache_volumes) or "none yet (created on the first CUDA run)"
     checks.append(Check(INFO, "cuda-jit-cache", "the driver's PTX JIT cache (Hopper/Blackwell kernels compiled on "
@@ -124,11 +126,13 @@ def base_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
     setting kerasenv applies itself."""
     name = f"variant {v.id}"
     nv = facts.nvidia
-    if not shape_checks.runs_here(facts):
-        why = (" (and TensorFlow from PyPI is CPU-only on aarch64, tensorflow/tensorflow#121157)"
-               if v.backend == "tensorflow" and v.family == "cuda" else "")
-        return Check(FAIL, name, f"a linux/{shape_checks.IMAGE_ARCH} image: this {facts.machine} host cannot run it"
-                                 f"{why}", shape_checks.ARM64_FIX)
+    # An image of another architecture cannot start here (`exec format error`); an arm64 host
+    # judges the arm64 images as an amd64 host the amd64 ones, with their own kernels. Tested
+    # with recorded nvidia-smi outputs of GB10, GH200 and GB200 only: no arm64 GPU ran them here.
+    elsewhere = shape_checks.arch_verdict(v, facts, matrix)
+    if elsewhere is not None:
+        return elsewhere
+    arch = shape_checks.host_arch(facts)
     if v.family == "cpu":
         return Check(PASS, name, "runs on any x86_64 host (CPU only)")
     if v.family == "rocm":
@@ -143,14 +147,15 @@ def base_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
     full_floor = max(floors.ptx_jit, floors.toolkit, key=driver_tuple)
     usable = shape_checks.usable_here(facts)
     # Where the GPUs are known, the image with native kernels for all of them that this
-    # driver runs (on Blackwell: the JAX image, not TensorFlow's JIT-only one).
+    # driver runs (on Blackwell: the JAX image, not TensorFlow's JIT-only one), among this
+    # CPU's images.
     ccs = [g.compute_capability for g in nv.gpus if g.compute_capability]
     native = kernel_choice.best_native([x for x in matrix.variants if usable(x)], ccs, nv.driver_version,
-                                       matrix.default_gpu, os=os_name) \
+                                       matrix.default_gpu, os=os_name, arch=arch) \
         if ccs and len(ccs) == len(nv.gpus) else None
     if driver < driver_tuple(floors.load):
         runnable = [x.id for x in matrix.variants if x.family == "cuda" and usable(x)
-                    and driver >= driver_tuple(x.driver_floors(os_name).load)]
+                    and shape_checks.image_here(x, facts) and driver >= driver_tuple(x.driver_floors(os_name).load)]
         alternative = (f"{native.id} runs on it, with native kernels for this GPU" if native else
                        f"the newest variant this driver runs is {runnable[0]}" if runnable else
                        "no CUDA variant runs on it (use the CPU image)")
@@ -160,7 +165,8 @@ def base_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
                      + (f" (>= {floors.load} to load at all)" if full_floor != floors.load else ""))
     broken = shape_checks.defect_verdict(v, facts, native if native is not None and native.id != v.id else
                                          next((x for x in matrix.variants if x.family == "cuda" and usable(x)
-                                               and x.id == matrix.default_gpu), None))
+                                               and x.id == matrix.default_gpu
+                                               and shape_checks.image_here(x, facts)), None))
     if broken is not None:
         return broken
     problems, notes, ptx_gpus, warnings, native_notes = [], [], [], [], []
@@ -171,17 +177,19 @@ def base_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check:
         if blackwell.is_blackwell(gpu.compute_capability):
             found = blackwell.verdict(v, gpu.name, gpu.compute_capability, nv.driver_version,
                                       [x for x in matrix.variants if x.family == "cuda"], matrix.default_gpu,
-                                      os=os_name, usable=usable)
+                                      os=os_name, usable=usable, arch=arch)
             if found.status == PASS:
                 native_notes.append(found.message)
             else:
                 (problems if found.status == FAIL else warnings).append((found.status, found.message, found.fix))
             continue
-        # The recorded targets (read from the image's binaries), else TF's published list.
-        targets = kernel_choice.targets_of(v)
+        # The recorded targets of this architecture's image (read from its binaries), else
+        # (amd64) TF's published list.
+        targets = kernel_choice.targets_of(v, arch)
         if targets is None:
+            where = "" if arch == "amd64" else f" for its linux/{arch} image ({kernel_choice.record_name(arch)})"
             notes.append(f"GPU {gpu.index}: {v.framework_label}'s kernel targets "
-                         "unknown (not recorded): kernel support not checked")
+                         f"unknown (not recorded{where}): kernel support not checked")
             continue
         support = kernel_support(gpu.compute_capability, targets.all)
         lowest = min(targets.all, key=lambda t: kernel_choice.parse_target(t)[1:3])
@@ -238,17 +246,31 @@ def _preference(usable: list[Variant], status: dict[str, str], facts: HostFacts,
         return ordered
     ccs = [g.compute_capability for g in facts.nvidia.gpus if g.compute_capability]
     best = kernel_choice.best_native(passing, ccs, facts.nvidia.driver_version, matrix.default_gpu,
-                                     os=shape_checks.os_of(facts)) if ccs else None
+                                     os=shape_checks.os_of(facts), arch=shape_checks.host_arch(facts)) if ccs else None
     return ([best] + [v for v in ordered if v is not best]) if best else ordered
 
 
+def cpu_fallback(facts: HostFacts, matrix: Matrix) -> tuple[str, str]:
+    """The image to train on the CPU with, and what to add to the reason: the default CPU image
+    where this CPU runs it; else (arm64, where no CPU-only image is built) this CPU's first CUDA
+    image of the default CPU image's backend, else its first CUDA image, which falls back to
+    the CPU without a GPU (.ci/run checks that fallback on every CUDA image)."""
+    default = matrix.get(matrix.default_cpu)
+    if shape_checks.image_here(default, facts):
+        return default.id, ""
+    here = [v for v in shape_checks.images_here(matrix, facts) if v.family == "cuda"]
+    pick = next((v for v in here if v.backend == default.backend), here[0])
+    return pick.id, (f"; no CPU-only linux/{shape_checks.host_arch(facts)} image: kerasenv:{pick.id} trains on "
+                     "the CPU without a GPU")
+
+
 def judge(facts: HostFacts, matrix: Matrix) -> Report:
-    host = host_checks(facts)
+    host = host_checks(facts, matrix)
     base = [base_verdict(v, facts, matrix) for v in matrix.variants]
     verdicts = [shape_checks.with_setting(c, v, facts) for v, c in zip(matrix.variants, base)]
-    if not shape_checks.runs_here(facts):  # no image of the matrix runs on this CPU: no pick
-        return Report(host, verdicts, "", f"no kerasenv image for {facts.machine} (they are "
-                                          f"linux/{shape_checks.IMAGE_ARCH})", False)
+    if not shape_checks.runs_here(facts, matrix):  # no image of the matrix runs on this CPU: no pick
+        platforms = ", ".join(sorted({p for v in matrix.variants for p in v.platforms}))
+        return Report(host, verdicts, "", f"no kerasenv image for {facts.machine} (they are {platforms})", False)
     toolkit_ok = any(c.name == "container-toolkit" and c.status == PASS for c in host)
     usable = [v for v, c in zip(matrix.variants, verdicts) if v.family == "cuda" and c.status in (PASS, WARN)]
     # Ranked by the verdict before host settings: a setting `kerasenv run auto` applies itself (JAX
@@ -257,12 +279,13 @@ def judge(facts: HostFacts, matrix: Matrix) -> Report:
     preferred = _preference(usable, {v.id: c.status for v, c in zip(matrix.variants, base)}, facts, matrix)
     if preferred and toolkit_ok and not facts.docker_error:
         return Report(host, verdicts, preferred[0].id, "a usable NVIDIA GPU and the container toolkit", True)
-    if rocm_checks.usable(facts):
+    if rocm_checks.usable(facts) and shape_checks.image_here(matrix.get(matrix.default_rocm), facts):
         return Report(host, verdicts, matrix.default_rocm, "an AMD GPU that a non-root container can open", True)
     why = ("no NVIDIA GPU" if not facts.nvidia.present or facts.nvidia.error else
            "no CUDA variant fits this driver/GPU" if not usable else
            "Docker cannot give the GPU to containers (NVIDIA Container Toolkit)")
-    return Report(host, verdicts, matrix.default_cpu, why, False)
+    cpu, note = cpu_fallback(facts, matrix)
+    return Report(host, verdicts, cpu, why + note, False)
 
 
 def format_text(report: Report) -> str:
@@ -272,5 +295,5 @@ def format_text(report: Report) -> str:
         if check.fix and check.status in (FAIL, WARN):
             lines.append(f"{'':<6}{'':<26} fix: {check.fix}")
     lines.append(f"recommended: kerasenv:{report.recommended} ({report.reason})" if report.recommended else
-                 f"recommended: none ({report.reason}): {shape_checks.ARM64_FIX}")
+                 f"recommended: none ({report.reason}): {shape_checks.NO_IMAGE_FIX}")
     return "\n".join(lines)

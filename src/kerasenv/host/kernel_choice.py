@@ -1,8 +1,11 @@
 """Which variants can run a GPU's kernels, by CUDA's binary compatibility rules, and the best
 one with native kernels for a host.
 
-The targets are the variant's recorded ones (images/<id>/kernel-targets.json, read from the
-image's binaries), else TF's published list (tested_builds) for a variant not recorded yet.
+The targets are the variant's recorded ones for the host's architecture (Variant.kernels_for:
+images/<id>/kernel-targets.json for amd64, kernel-targets-arm64.json for arm64, read from that
+image's binaries), else, on amd64 only, TF's published list (tested_builds) for a variant not
+recorded yet. An arm64 image without its own record is not judged by the amd64 one: the
+aarch64 wheels may carry other kernels (PyTorch 2.15's aarch64 build has sm_110 and no sm_75/86/89).
 
 CUDA binary compatibility (CUDA C++ Programming Guide, "Binary Compatibility" and
 "Application Compatibility"):
@@ -51,15 +54,27 @@ def kernel_support(gpu_cc: str, targets: tuple[str, ...]) -> str:
     return "none"
 
 
-def targets_of(v: Variant) -> KernelTargets | None:
-    """The recorded targets, else TF's published compute capabilities in the same shape; None
-    when neither is known (a JAX or PyTorch variant not recorded yet: no published list here),
-    so the caller says "not checked" instead of judging an empty list."""
-    if v.kernel_targets is not None:
-        return v.kernel_targets
-    if v.backend == "tensorflow" and v.tensorflow and v.compute_capabilities:
+def has_image(v: Variant, arch: str) -> bool:
+    """Whether `v` has a linux/<arch> image (arch: amd64 | arm64)."""
+    return f"linux/{arch}" in v.platforms
+
+
+def targets_of(v: Variant, arch: str = "amd64") -> KernelTargets | None:
+    """The recorded targets of `v`'s image for `arch`, else (amd64) TF's published compute
+    capabilities in the same shape; None when neither is known (a JAX or PyTorch variant not
+    recorded yet, an arm64 image before its kernel-targets-arm64.json), so the caller says
+    "not checked" instead of judging an empty or another architecture's list."""
+    recorded = v.kernels_for(arch)
+    if recorded is not None:
+        return recorded
+    if arch == "amd64" and v.backend == "tensorflow" and v.tensorflow and v.compute_capabilities:
         return from_compute_capabilities("tensorflow", v.tensorflow, v.compute_capabilities)
     return None
+
+
+def record_name(arch: str) -> str:
+    """The file the kernel targets of `arch`'s image are recorded in (images/<id>/...)."""
+    return "kernel-targets.json" if arch == "amd64" else f"kernel-targets-{arch}.json"
 
 
 def describe(targets: KernelTargets) -> str:
@@ -67,18 +82,20 @@ def describe(targets: KernelTargets) -> str:
 
 
 def best_native(variants: list[Variant], gpu_ccs: list[str], driver: str | None, default_gpu: str,
-                also_needed=lambda v: True, os: str = "linux") -> Variant | None:
-    """Among the CUDA variants whose recorded kernel targets have native SASS for every GPU in
-    `gpu_ccs`, whose driver floor (minor-version compatibility) `driver` meets and which
-    `also_needed` accepts (e.g. a cuDNN with kernels for the GPU), the best: one whose wheels'
-    own driver the host has, then the default GPU image, then the newest CUDA. `os`: whose
-    driver floors (linux, or windows: the driver of a WSL2 host)."""
+                also_needed=lambda v: True, os: str = "linux", arch: str = "amd64") -> Variant | None:
+    """Among the CUDA variants with an image for `arch` whose recorded kernel targets (of that
+    image) have native SASS for every GPU in `gpu_ccs`, whose driver floor (minor-version
+    compatibility) `driver` meets and which `also_needed` accepts (e.g. a cuDNN with kernels
+    for the GPU), the best: one whose wheels' own driver the host has, then the default GPU
+    image, then the newest CUDA. `os`: whose driver floors (linux, or windows: the driver of
+    a WSL2 host); `arch`: the host's CPU architecture (amd64 | arm64)."""
     host = driver_tuple(driver) if driver else None
     floors = {v.id: v.driver_floors(os) for v in variants if v.family == "cuda"}
+    recorded = {v.id: v.kernels_for(arch) for v in variants if v.family == "cuda"}
     candidates = [v for v in variants
-                  if v.family == "cuda" and v.kernel_targets is not None and floors[v.id]
+                  if v.family == "cuda" and has_image(v, arch) and recorded[v.id] is not None and floors[v.id]
                   and host is not None and host >= driver_tuple(floors[v.id].load)
-                  and all(kernel_support(cc, v.kernel_targets.sass) == "native" for cc in gpu_ccs)
+                  and all(kernel_support(cc, recorded[v.id].sass) == "native" for cc in gpu_ccs)
                   and also_needed(v)]
     if not candidates:
         return None

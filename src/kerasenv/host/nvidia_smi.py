@@ -60,6 +60,32 @@ class Gpu:
     uuid: str | None = None  # GPU-... (nvidia-smi -L)
     mig_mode: str | None = None  # Enabled | Disabled | N/A (the table's "MIG M." cell)
 
+    @property
+    def unified_memory(self) -> bool:
+        """Whether this GPU's memory is the system's RAM (UNIFIED_MEMORY_GPUS): known by its
+        name or compute capability, and confirmed by nvidia-smi reporting no memory for it."""
+        return self.memory_mib is None and is_unified_memory_gpu(self.name, self.compute_capability)
+
+
+# GPUs with no memory of their own: the CPU and the GPU share the system's RAM. GB10 (DGX
+# Spark, compute capability 12.1) shares 128 GB of LPDDR5x with its Grace CPU, and its driver
+# has no memory to report: nvidia-smi's Memory-Usage reads "Not Supported" (the gb10-580
+# capture; NVIDIA's DGX Spark known issues) and NVML's memory queries return NOT_SUPPORTED
+# (leptonai/gpud#1170, rossumai/nvgpu#37). Both signs are required, the model and the missing
+# reading: a GB10 whose driver one day reports memory is treated as any GPU, and a reading
+# missing for another reason (a vGPU, an old nvidia-smi) does not make a discrete GPU unified.
+# Not GH200/GB200/GB300: their GPUs have HBM of their own, which nvidia-smi reports (the Grace
+# CPU's coherent LPDDR5x is extra, not what JAX preallocates from). Jetson Thor (11.0) is
+# integrated too, but no nvidia-smi output of it was seen, so it is not listed.
+UNIFIED_MEMORY_GPUS: tuple[tuple[str, str], ...] = ((r"GB10", "12.1"),)  # (name pattern, compute capability)
+
+
+def is_unified_memory_gpu(name: str, compute_capability: str | None) -> bool:
+    """A model from UNIFIED_MEMORY_GPUS, by its name or its compute capability."""
+    upper = name.upper()
+    return any(compute_capability == cc or re.search(rf"(?<![A-Z0-9])(?:{pattern})(?![0-9])", upper)
+               for pattern, cc in UNIFIED_MEMORY_GPUS)
+
 
 @dataclass(frozen=True)
 class MigSlice:
@@ -82,6 +108,10 @@ class HostGpus:
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     mig: list[MigSlice] = field(default_factory=list)  # every MIG device, by GPU
+
+    def unified_memory(self) -> list[int]:
+        """GPUs whose memory is the system's RAM (Gpu.unified_memory)."""
+        return [g.index for g in self.gpus if g.unified_memory] if self.present and not self.error else []
 
     def mig_enabled(self) -> list[int]:
         """GPUs in MIG mode: the table says Enabled, or -L lists MIG devices under them."""

@@ -1,8 +1,9 @@
-"""The doctor's host-shape lines: the engine behind the Docker API (Docker or Podman, rootful or
-rootless), WSL2, MIG and CDI, one line each, and what each shape changes in the verdicts.
+"""The doctor's host-shape lines: the CPU architecture (amd64, arm64), the engine behind the
+Docker API (Docker or Podman, rootful or rootless), WSL2, MIG, CDI and a unified-memory GPU
+(GB10), one line each, and what each shape changes in the verdicts.
 
 Judging only: the facts come from host/facts.gather (engine_facts, wsl, nvidia_smi's MIG
-devices, engine/cdi) and are replayed in tests from recorded outputs
+devices and unified memory, engine/cdi) and are replayed in tests from recorded outputs
 (tests/fixtures/engines/, tests/fixtures/host-shapes/, tests/fixtures/nvidia-smi/).
 """
 
@@ -15,21 +16,26 @@ from pathlib import Path
 from ..engine.cdi import GENERATE_FIX
 from ..engine.gpu_request import DOCKER_FIX, ROOTLESS_FIX
 from ..matrix.nvidia_drivers import driver_tuple
-from ..matrix.schema import Variant
+from ..matrix.schema import Matrix, Variant
 from ..matrix.tested_builds import version_tuple
 from .checks import FAIL, INFO, PASS, WARN, Check
 from .facts import HostFacts
+from .nvidia_smi import HostGpus
 from .wsl import Wsl
 
-# Every image of the matrix is linux/amd64: its Dockerfiles build FROM the amd64 Debian base
-# and install manylinux x86_64 wheels. arm64 images (Grace: GH200, GB200, DGX Spark) are
-# docs/using/grace-arm64.md's subject: prototyped, not shipped (this CI cannot build and check
-# them under emulation within its budget).
-IMAGE_ARCH = "amd64"
+# Every variant has a linux/amd64 image; those with [variant.arm64] in the matrix also a
+# linux/arm64 one under the same tag (Variant.platforms: JAX and PyTorch, whose aarch64 wheels
+# carry CUDA). TensorFlow has none: its aarch64 wheel is CPU-only (tensorflow/tensorflow#121157,
+# open), so TF's GPU images are amd64 only. An image of the other architecture fails at once
+# with `exec format error`; the doctor says so per variant and names the image to use.
 ARCH_OF_MACHINE = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
-ARM64_FIX = ("on arm64 use NVIDIA's NGC containers, which ship linux/arm64 (nvcr.io/nvidia/jax, "
-             "nvcr.io/nvidia/pytorch), or check JAX/PyTorch installed natively with `kerasenv gpu-host-check` "
-             "(docs/using/grace-arm64.md)")
+TF_AARCH64_CPU_ONLY = "TensorFlow's aarch64 wheel is CPU-only (tensorflow/tensorflow#121157)"
+GRACE = "NVIDIA Grace: GH200, GB200, DGX Spark / GB10"
+# Where no kerasenv image runs on this CPU at all (another architecture, or a matrix without
+# arm64 images).
+NO_IMAGE_FIX = ("on arm64 use NVIDIA's NGC containers, which ship linux/arm64 (nvcr.io/nvidia/jax, "
+                "nvcr.io/nvidia/pytorch), or check JAX/PyTorch installed natively with `kerasenv gpu-host-check` "
+                "(docs/using/grace-arm64.md)")
 
 # CUDA enumerates one MIG device per process before R570; from R570 every MIG device handed
 # to the process is a CUDA device (shared/reference/compatibility.md, "MIG").
@@ -63,7 +69,7 @@ class HostSetting:
     shape, with its public report: the doctor names it (a WARN, not a FAIL) and `kerasenv run`,
     `shell`, `smoke` and `lab` set it there (host/container_env.py) unless the user already did."""
 
-    shape: str  # wsl2
+    shape: str  # wsl2 | unified-memory (SHAPES)
     backend: str
     family: str  # the images it applies to: cuda
     since: str  # the first release that needs it
@@ -87,39 +93,111 @@ class HostSetting:
         return f"{owner}/{repo}#{number}"
 
 
-# Sourced settings (compatibility.md, "WSL2 and JAX >= 0.11"): openxla/xla#48979 (open; RTX 4070,
-# Windows driver 591.86, jax-cuda13 0.11.1): under WSL2, JAX >= 0.11's default BFC allocator on
-# exportable (POSIX-fd) VMM memory fails every single allocation of 4 GiB or more with
-# out-of-memory although the memory is free; JAX 0.10.1 is not affected, and the CUDA async
-# allocator works. Keyed on the release, not on an image id, so the next JAX image inherits it
-# until a release is reported fixed (then it gets an upper bound here, with that report).
+# Sourced settings, keyed on the release, not on an image id, so the next JAX image inherits
+# them until a release is reported fixed (then it gets an upper bound here, with that report).
+# - WSL2 (compatibility.md, "WSL2 and JAX >= 0.11"): openxla/xla#48979 (open; RTX 4070, Windows
+#   driver 591.86, jax-cuda13 0.11.1): under WSL2, JAX >= 0.11's default BFC allocator on
+#   exportable (POSIX-fd) VMM memory fails every single allocation of 4 GiB or more with
+#   out-of-memory although the memory is free; JAX 0.10.1 is not affected, and the CUDA async
+#   allocator works.
+# - Unified memory (compatibility.md, "arm64 GPUs as users meet them"): JAX preallocates 75 % of
+#   the GPU's memory at its first operation (XLA_PYTHON_CLIENT_MEM_FRACTION, .75 by default in
+#   current JAX; a share of the total, not of the free memory, since jax-ml/jax#13413); on GB10
+#   that memory is the system's RAM, which the CPU side (the OS, the input pipeline, the
+#   notebook) needs too. marin's DGX Spark guide has JAX users set it "to something like 0.5"
+#   (marin-community/marin#2142); 0.5 is what kerasenv applies. Every JAX release preallocates
+#   so: `since` 0. Not seen here on a GB10: how far 75 % starves the host, and whether 0.5 is
+#   the best figure.
 SETTINGS = (
     HostSetting("wsl2", "jax", "cuda", "0.11", "XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async",
                 "https://github.com/openxla/xla/issues/48979",
                 "JAX {version}'s default GPU allocator fails any single allocation of 4 GiB or more under WSL2 "
                 "with out-of-memory although the memory is free (openxla/xla#48979, open; the cuda_async "
                 "allocator works)"),
+    HostSetting("unified-memory", "jax", "cuda", "0", "XLA_PYTHON_CLIENT_MEM_FRACTION", "0.5",
+                "https://github.com/marin-community/marin/pull/2142",
+                "JAX preallocates 75 % of the GPU's memory at its first operation, and a GB10's memory is the "
+                "system RAM the CPU side needs too; DGX Spark users set XLA_PYTHON_CLIENT_MEM_FRACTION to about "
+                "0.5 (marin-community/marin#2142)"),
 )
+# How each shape is named in the doctor's lines and in `kerasenv run`'s one line.
+SHAPES = {"wsl2": "WSL2", "unified-memory": "a unified-memory GPU (GB10)"}
+BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
 
 
 def shape_of(wsl: Wsl) -> str:
-    """The host shape DEFECTS and SETTINGS are keyed on ("": none of them)."""
+    """The host shape DEFECTS are keyed on ("": none of them)."""
     return "wsl2" if wsl.present else ""
 
 
-def setting(v: Variant, wsl: Wsl) -> HostSetting | None:
-    """The setting `v`'s containers need on this host shape, if any."""
-    shape = shape_of(wsl)
-    return next((s for s in SETTINGS if s.applies(v, shape)), None)
+def shapes_of(wsl: Wsl, nvidia: HostGpus | None = None) -> frozenset[str]:
+    """The host shapes SETTINGS are keyed on: WSL2, and a unified-memory GPU among the GPUs
+    nvidia-smi lists (nvidia_smi.UNIFIED_MEMORY_GPUS)."""
+    shapes = {"wsl2"} if wsl.present else set()
+    if nvidia is not None and nvidia.unified_memory():
+        shapes.add("unified-memory")
+    return frozenset(shapes)
+
+
+def settings(v: Variant, wsl: Wsl, nvidia: HostGpus | None = None) -> tuple[HostSetting, ...]:
+    """Every setting `v`'s containers need on this host's shapes, in SETTINGS' order."""
+    shapes = shapes_of(wsl, nvidia)
+    return tuple(s for s in SETTINGS if any(s.applies(v, shape) for shape in shapes))
+
+
+def setting(v: Variant, wsl: Wsl, nvidia: HostGpus | None = None) -> HostSetting | None:
+    """The first setting `v`'s containers need on this host's shapes, if any."""
+    found = settings(v, wsl, nvidia)
+    return found[0] if found else None
 
 
 def host_arch(facts: HostFacts) -> str:
+    """amd64 | arm64 (or what uname says for any other CPU)."""
     return ARCH_OF_MACHINE.get(facts.machine, facts.machine)
 
 
-def runs_here(facts: HostFacts) -> bool:
-    """Whether this host's CPU runs the images at all (they are linux/amd64)."""
-    return host_arch(facts) == IMAGE_ARCH
+def image_here(v: Variant, facts: HostFacts) -> bool:
+    """Whether `v` has an image for this host's CPU (Variant.platforms)."""
+    return f"linux/{host_arch(facts)}" in v.platforms
+
+
+def images_here(matrix: Matrix, facts: HostFacts) -> list[Variant]:
+    """The variants with an image for this host's CPU."""
+    return [v for v in matrix.variants if image_here(v, facts)]
+
+
+def runs_here(facts: HostFacts, matrix: Matrix | None = None) -> bool:
+    """Whether this host's CPU runs any image of the matrix (without one: whether it is amd64,
+    the architecture every variant has)."""
+    if matrix is None:
+        return host_arch(facts) == "amd64"
+    return bool(images_here(matrix, facts))
+
+
+def arch_verdict(v: Variant, facts: HostFacts, matrix: Matrix) -> Check | None:
+    """FAIL for a variant without an image for this host's CPU, in one line: why (TensorFlow:
+    its aarch64 wheel is CPU-only), and the image of this architecture to use instead (the same
+    backend's where there is one). None when `v` has an image here."""
+    if image_here(v, facts):
+        return None
+    arch = host_arch(facts)
+    here = images_here(matrix, facts)
+    same = [x for x in here if x.backend == v.backend and x.family == "cuda"]
+    gpu_here = [x for x in here if x.family == "cuda"]
+    if v.backend == "tensorflow" and v.family == "cuda" and arch == "arm64":
+        why = TF_AARCH64_CPU_ONLY
+    else:
+        why = f"no linux/{arch} image of it"
+    if same:
+        fix = f"use kerasenv:{same[0].id}, its backend's linux/{arch} image"
+    elif gpu_here:
+        cpu = "; without a GPU it trains on the CPU" if v.family == "cpu" else ""
+        fix = (f"use {' or '.join(f'kerasenv:{x.id}' for x in gpu_here)} (Keras 3 on "
+               f"{' or '.join(dict.fromkeys(x.framework_name for x in gpu_here))}{cpu})")
+    else:
+        fix = NO_IMAGE_FIX
+    return Check(FAIL, f"variant {v.id}", f"linux/{'+'.join(p.split('/')[1] for p in v.platforms)} only "
+                                          f"({facts.machine} host): {why}", fix)
 
 
 def os_of(facts: HostFacts) -> str:
@@ -140,13 +218,16 @@ def usable_here(facts: HostFacts):
 
 # --- the lines -------------------------------------------------------------------------
 
-def host_checks(facts: HostFacts, root: str = "/") -> list[Check]:
-    checks = [arch_check(facts), platform_check(facts)]
+def host_checks(facts: HostFacts, root: str = "/", matrix: Matrix | None = None) -> list[Check]:
+    checks = [arch_check(facts, matrix), platform_check(facts)]
     if facts.engine is not None:
         checks.append(engine_check(facts, root))
     mig = mig_check(facts)
     if mig is not None:
         checks.append(mig)
+    memory = memory_check(facts)
+    if memory is not None:
+        checks.append(memory)
     checks.append(cdi_check(facts))
     return checks
 
@@ -156,15 +237,32 @@ def _gpus_here(facts: HostFacts) -> bool:
     return nv.present and not nv.error and bool(nv.gpus)
 
 
-def arch_check(facts: HostFacts) -> Check:
-    """The CPU architecture against the images': an amd64 image on an arm64 host fails at once
-    with `exec format error`, the one-line answer Grace users got instead of this."""
+def arch_check(facts: HostFacts, matrix: Matrix | None = None) -> Check:
+    """The CPU architecture against the images': which of them have an image for it (an image
+    of another architecture fails at once with `exec format error`). Without the matrix: as
+    when every image was linux/amd64."""
     arch = host_arch(facts)
-    if arch == IMAGE_ARCH:
-        return Check(PASS, "architecture", f"{facts.machine}: kerasenv's images are linux/{IMAGE_ARCH}")
-    grace = " (NVIDIA Grace: GH200, GB200, DGX Spark / GB10)" if arch == "arm64" else ""
-    return Check(FAIL, "architecture", f"{facts.machine}{grace}: kerasenv's images are linux/{IMAGE_ARCH} only and "
-                                       "cannot run here (`exec format error`)", ARM64_FIX)
+    grace = f" ({GRACE})" if arch == "arm64" else ""
+    if matrix is None:
+        if arch == "amd64":
+            return Check(PASS, "architecture", f"{facts.machine}: kerasenv's images are linux/amd64")
+        return Check(FAIL, "architecture", f"{facts.machine}{grace}: kerasenv's images are linux/amd64 only and "
+                                           "cannot run here (`exec format error`)", NO_IMAGE_FIX)
+    here = images_here(matrix, facts)
+    arm64 = [v.id for v in matrix.variants if "linux/arm64" in v.platforms]
+    if arch == "amd64":
+        also = f"; {', '.join(arm64)} also linux/arm64 (Grace hosts)" if arm64 else ""
+        return Check(PASS, "architecture", f"{facts.machine}: every kerasenv image is linux/amd64{also}")
+    if not here:
+        return Check(FAIL, "architecture", f"{facts.machine}{grace}: no kerasenv image is linux/{arch} (they are "
+                                           "linux/amd64) and an amd64 image cannot run here (`exec format error`)",
+                     NO_IMAGE_FIX)
+    others = [v for v in matrix.variants if v not in here]
+    tf = any(v.backend == "tensorflow" and v.family == "cuda" for v in others)
+    return Check(PASS, "architecture",
+                 f"{facts.machine}{grace}: linux/{arch} images: {', '.join(v.id for v in here)}; the other variants "
+                 "are linux/amd64 only and cannot run here" + (" (TensorFlow's GPU images: its aarch64 wheel is "
+                                                               "CPU-only, tensorflow/tensorflow#121157)" if tf else ""))
 
 
 def platform_check(facts: HostFacts) -> Check:
@@ -249,6 +347,26 @@ def mig_check(facts: HostFacts) -> Check | None:
                               f"{sees}; GPU utilisation reads N/A per slice (recorded as missing, not 0)")
 
 
+def memory_check(facts: HostFacts) -> Check | None:
+    """A GPU that shares the system's RAM (GB10): which setting the JAX images get for it, and
+    which readings mean nothing there. None without such a GPU."""
+    nv = facts.nvidia
+    unified = nv.unified_memory()
+    if not unified:
+        return None
+    names = {g.index: g.name for g in nv.gpus}
+    which = ", ".join(f"{i} ({names.get(i, '?')})" for i in unified)
+    applied = " ".join(f"The {BACKEND_NAMES.get(s.backend, s.backend)} images get {s.assignment} from `kerasenv "
+                       "run`, `shell`, `smoke` and `lab` (your own -e wins; with `docker run` or Compose pass it "
+                       f"yourself): {s.what.format(version='')}."
+                       for s in SETTINGS if s.shape == "unified-memory")
+    return Check(INFO, "unified-memory",
+                 f"GPU {which} shares the system's RAM with the CPU and the driver reports no memory for it "
+                 "(nvidia-smi: \"Not Supported\"); CUDA's free-memory reading (cudaMemGetInfo) says almost none is "
+                 "free there (PennyLaneAI/pennylane-lightning#1357, NVIDIA/cuQuantum#215), so the smoke and "
+                 f"GpuMonitor say \"not reported\" instead of a figure. {applied}")
+
+
 def cdi_check(facts: HostFacts) -> Check:
     c, e = facts.cdi, facts.engine
     if c.errors:
@@ -295,14 +413,16 @@ def defect_verdict(v: Variant, facts: HostFacts, alternative: Variant | None) ->
 
 
 def with_setting(check: Check, v: Variant, facts: HostFacts) -> Check:
-    """A verdict that holds only with a host setting (SETTINGS): a WARN that names it, why, and
-    who sets it. A FAIL stays one (the setting does not mend it), and INFO (no usable GPU) too."""
-    found = setting(v, facts.wsl)
-    if found is None or check.status not in (PASS, WARN):
+    """A verdict that holds only with host settings (SETTINGS): a WARN that names them, why, and
+    who sets them. A FAIL stays one (a setting does not mend it), and INFO (no usable GPU) too."""
+    found = settings(v, facts.wsl, facts.nvidia)
+    if not found or check.status not in (PASS, WARN):
         return check
-    needs = (f"works with {found.assignment}, which `kerasenv run`, `shell`, `smoke` and `lab` set on WSL2: "
-             + found.what.format(version=v.framework_version))
+    where = " and ".join(dict.fromkeys(f"on {SHAPES[s.shape]}" for s in found))
+    needs = (f"works with {' and '.join(s.assignment for s in found)}, which `kerasenv run`, `shell`, `smoke` and "
+             f"`lab` set {where}: " + "; ".join(s.what.format(version=v.framework_version) for s in found))
     message = f"{needs}; otherwise {check.message}" if check.status == PASS else f"{needs}; {check.message}"
-    fix = (f"with `docker run`, Compose or the devcontainer pass `-e {found.assignment}` yourself "
-           f"({found.short_report})")
+    fix = (f"with `docker run`, Compose or the devcontainer pass "
+           f"{' '.join(f'`-e {s.assignment}`' for s in found)} yourself "
+           f"({', '.join(s.short_report for s in found)})")
     return Check(WARN, check.name, message, f"{check.fix}; {fix}" if check.fix else fix)

@@ -3,11 +3,15 @@
 debootstrap builds the same Debian suite from Debian's archive and `docker import`
 turns it into a local image under the name the matrix gives it (debian:<suite>-slim), so
 `docker build` finds it without pulling: one per suite the matrix builds on (bookworm,
-trixie). Needs root (debootstrap) and Docker.
+trixie). Needs root (debootstrap) and Docker. With arch="arm64" (issue 36) it makes the
+arm64 base the arm64 images are cross-built on, debian:<suite>-slim-arm64 (the local tag: Docker
+20.10 keeps one image per tag), running debootstrap's second stage under qemu-user
+(scripts/arm64-emulation.sh).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tempfile
@@ -30,15 +34,15 @@ path-include /usr/share/locale/locale.alias
 """
 
 
-def default_tag(suite: str) -> str:
-    return f"debian:{suite}-slim"
+def default_tag(suite: str, arch: str = "amd64") -> str:
+    return f"debian:{suite}-slim" + ("" if arch == "amd64" else f"-{arch}")
 
 
 def make(client, *, suite: str, tag: str | None = None, mirror: str = DEFAULT_MIRROR,
-         force: bool = False, say=print) -> str:
+         force: bool = False, say=print, arch: str = "amd64") -> str:
     from docker.errors import ImageNotFound
 
-    tag = tag or default_tag(suite)
+    tag = tag or default_tag(suite, arch)
     if not force:
         try:
             client.images.get(tag)
@@ -51,8 +55,12 @@ def make(client, *, suite: str, tag: str | None = None, mirror: str = DEFAULT_MI
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kerasenv-base-", dir="/var/tmp") as tmp:
         rootfs = Path(tmp, "rootfs")
-        say(f"debootstrap --variant=minbase {suite} from {mirror} (about a minute) ...")
-        proc = subprocess.run(["debootstrap", "--variant=minbase", suite, str(rootfs), mirror],
+        foreign = arch != "amd64"
+        say(f"debootstrap --variant=minbase --arch={arch} {suite} from {mirror} "
+            f"({'about 3 minutes, under qemu' if foreign else 'about a minute'}) ...")
+        if foreign and not Path("/proc/sys/fs/binfmt_misc/qemu-aarch64").exists():
+            raise UsageError("no qemu registered for arm64 programs: run `sudo bash scripts/arm64-emulation.sh` and retry")
+        proc = subprocess.run(["debootstrap", "--variant=minbase", f"--arch={arch}", suite, str(rootfs), mirror],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             last = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["(no output)"]
@@ -66,10 +74,40 @@ def make(client, *, suite: str, tag: str | None = None, mirror: str = DEFAULT_MI
         client.api.import_image_from_file(
             str(archive), repository=repo, tag=version,
             changes=['CMD ["bash"]', f'LABEL {PROJECT_LABEL}="kerasenv" '
-                     f'io.kerasenv.base-offline="debootstrap --variant=minbase {suite} {mirror}"'])
+                     f'io.kerasenv.base-offline="debootstrap --variant=minbase --arch={arch} {suite} {mirror}"'])
+        if foreign:
+            _set_architecture(client, tag, arch, Path(tmp))
     size = client.images.get(tag).attrs["Size"]
     say(f"imported {tag}: {size / 1e6:.0f} MB, {time.monotonic() - started:.0f} s")
     return tag
+
+
+def _set_architecture(client, tag: str, arch: str, tmp: Path) -> None:
+    """`docker import` on Docker 20.10 records the engine's architecture whatever the files are, and
+    `docker build --platform linux/arm64` then refuses the base: rewrite the image config's
+    architecture (save, edit, load: about 2 s)."""
+    folder = tmp / "image"
+    folder.mkdir()
+    saved = tmp / "image.tar"
+    with saved.open("wb") as out:
+        for chunk in client.images.get(tag).save(named=True):
+            out.write(chunk)
+    subprocess.run(["tar", "-C", str(folder), "-xf", str(saved)], check=True)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    config_path = folder / manifest[0]["Config"]
+    config = json.loads(config_path.read_text())
+    config["architecture"] = arch
+    if arch == "arm64":
+        config["variant"] = "v8"
+    config_path.write_text(json.dumps(config))
+    saved.unlink()
+    subprocess.run(["tar", "-C", str(folder), "-cf", str(saved), "."], check=True)
+    client.images.remove(tag)
+    with saved.open("rb") as data:
+        client.images.load(data.read())
+    got = client.images.get(tag).attrs.get("Architecture")
+    if got != arch:
+        raise KerasenvError(f"{tag} is recorded as {got}, not {arch}, after rewriting its config")
 
 
 def _slim(rootfs: Path, suite: str, mirror: str) -> None:

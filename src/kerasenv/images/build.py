@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from typing import Callable
 
 from ..engine.docker_client import PROJECT_LABEL, has_image
 from ..errors import BuildFailed, UsageError
-from ..matrix.schema import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, REPO_ROOT, Matrix, Variant, debian_suite_of
+from ..matrix.schema import (AMD64, ARM64, ARM64_DOCKERFILE, IN_IMAGE_DIR, JUPYTER_DOCKERFILE, REPO_ROOT, Matrix,
+                             Variant, debian_suite_of)
 from .generate import BUILD_DIR
 
 CA_ENV_VARS = ("KERASENV_CA_CERT", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
@@ -131,6 +133,47 @@ def effective_base(v: Variant, override: str | None, matrix: Matrix) -> str:
     return override if v.debian_suite == suite else v.base_image
 
 
+def host_platform() -> str:
+    return ARM64 if platform.machine() in ("aarch64", "arm64") else AMD64
+
+
+def arm64_base(base: str) -> str:
+    """The local tag of a base image's arm64 image (Docker 20.10 keeps one image per tag):
+    `kerasenv base-offline --platform linux/arm64` makes it, or a pull with --platform."""
+    return f"{base}-arm64"
+
+
+def ensure_emulation() -> None:
+    """On an amd64 machine the arm64 build's base and runtime stages run under qemu-user."""
+    if host_platform() == ARM64:
+        return
+    if not Path("/proc/sys/fs/binfmt_misc/qemu-aarch64").exists():
+        raise UsageError("this amd64 machine cannot run arm64 programs (no qemu-aarch64 in binfmt_misc): "
+                         "run `sudo bash scripts/arm64-emulation.sh` and retry")
+
+
+def ensure_arm64_base(client, base: str, local: str, say: Callable[[str], None]) -> None:
+    """The arm64 base under its local tag: already here, else pulled for linux/arm64 and tagged."""
+    from docker.errors import APIError, ImageNotFound
+
+    try:
+        image = client.images.get(local)
+    except ImageNotFound:
+        say(f"pulling base image {base} for linux/arm64 ...")
+        try:
+            repo, _, tag = base.rpartition(":")
+            image = client.images.pull(repo, tag=tag, platform=ARM64)
+            image.tag(*local.rsplit(":", 1))
+        except APIError as exc:
+            reason = (exc.explanation or str(exc)).splitlines()[0]
+            raise UsageError(f"the arm64 base {local} is not here and {base} could not be pulled for linux/arm64 "
+                             f"({reason}): run `make base-offline PLATFORM=linux/arm64` (debootstrap under qemu) "
+                             "and retry") from None
+    if image.attrs.get("Architecture") != "arm64":
+        raise UsageError(f"{local} is a {image.attrs.get('Architecture')} image, not arm64: remove it and run "
+                         "`make base-offline PLATFORM=linux/arm64`")
+
+
 def ensure_base(client, v: Variant, base: str, say: Callable[[str], None]) -> None:
     """Use the local base image, or pull it; a failed pull gets its fix."""
     from docker.errors import APIError, ImageNotFound
@@ -189,12 +232,20 @@ def debian_updates(suite: str, explicit: str | None = None) -> str:
 
 def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
           ca_cert: str | None = None, no_cache: bool = False, jupyter: bool = False,
-          progress: "Progress | None" = None, debian_state: str | None = None) -> BuildResult:
+          progress: "Progress | None" = None, debian_state: str | None = None,
+          platform: str = AMD64) -> BuildResult:
     """kerasenv:<id>, or with `jupyter` its JupyterLab flavour kerasenv:<id>-jupyter (built
     FROM the variant's image, which must exist). `debian_state`: the Debian archive state to
-    apply (debian_updates)."""
+    apply (debian_updates). platform=linux/arm64: the variant's arm64 image, kerasenv:<id>-arm64,
+    from images/<id>/arm64.Dockerfile (pip natively with --platform, the rest under qemu on amd64)."""
     folder = matrix.path.parent / v.id
-    dockerfile = JUPYTER_DOCKERFILE if jupyter else "Dockerfile"
+    arm = platform == ARM64
+    if arm:
+        if jupyter:
+            raise UsageError("the arm64 images have no JupyterLab flavour: build the image (without --jupyter)")
+        v.platform_ref(ARM64)  # a UsageError naming the platforms when the variant has no arm64 image
+        ensure_emulation()
+    dockerfile = JUPYTER_DOCKERFILE if jupyter else ARM64_DOCKERFILE if arm else "Dockerfile"
     if not (folder / dockerfile).exists():
         hint = f"{v.id} has no JupyterLab flavour" if jupyter and v not in matrix.with_jupyter() else \
             "run `make generate`"
@@ -214,9 +265,17 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
             progress.note(f"{v.id} is built on Debian {v.debian_suite} (Python {v.python}): --base-image "
                           f"{base_image} is another suite's, so its own base {v.base_image} is used")
         ensure_base(client, v, buildargs["BASE_IMAGE"], progress.note)
+        if arm:
+            # pip's stages run on this machine's own base; the image's stages on the arm64 one.
+            buildargs["BUILD_IMAGE"] = buildargs["BASE_IMAGE"]
+            buildargs["TARGET_PLATFORM"] = ARM64
+            if host_platform() != ARM64:
+                buildargs["BASE_IMAGE"] = arm64_base(buildargs["BASE_IMAGE"])
+            if host_platform() != ARM64:
+                ensure_arm64_base(client, buildargs["BUILD_IMAGE"], buildargs["BASE_IMAGE"], progress.note)
         if v.debian_suite:  # AMD's image (no Debian base) is AMD's to update
             buildargs["DEBIAN_UPDATES"] = debian_updates(v.debian_suite, debian_state)
-    tag = v.jupyter_ref if jupyter else v.image_ref
+    tag = v.jupyter_ref if jupyter else v.platform_ref(platform)
     name = tag.split(":", 1)[1]
     started = time.monotonic()
     progress.start(name)
@@ -261,6 +320,8 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     if image_id is None:
         raise BuildFailed(f"building {name} ended without an image", details="\n".join(tail))
     image = client.images.get(image_id)
+    if arm and image.attrs.get("Architecture") != "arm64":
+        raise BuildFailed(f"building {name} gave a {image.attrs.get('Architecture')} image, not arm64")
     result = BuildResult(v, image_id, image.attrs["Size"], time.monotonic() - started,
                          tuple(dict.fromkeys(stage_images)))
     record_stage_images(tag, result)

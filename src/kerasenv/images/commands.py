@@ -43,6 +43,9 @@ def register(subparsers) -> None:
                    help="the Debian archive state to apply, in the io.kerasenv.debian-updates label's form; each "
                         "variant takes its own suite's entries (env KERASENV_DEBIAN_UPDATES; default: the archive "
                         "now, as `kerasenv debian-updates` prints it for every suite)")
+    s.add_argument("--platform", choices=("linux/amd64", "linux/arm64"), default="linux/amd64",
+                   help="linux/arm64: the variant's arm64 image, kerasenv:<id>-arm64 (on amd64 under qemu: "
+                        "scripts/arm64-emulation.sh; the base from `make base-offline PLATFORM=linux/arm64`)")
     flavour = s.add_mutually_exclusive_group()
     flavour.add_argument("--jupyter", action="store_true",
                          help="also build the JupyterLab flavour kerasenv:<id>-jupyter (cpu and cuda variants)")
@@ -65,6 +68,9 @@ def register(subparsers) -> None:
                                  "debian:<suite>-slim)")
     s.add_argument("--mirror", default="http://deb.debian.org/debian", help="Debian mirror")
     s.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
+    s.add_argument("--platform", choices=("linux/amd64", "linux/arm64"), default="linux/amd64",
+                   help="linux/arm64: the arm64 base of each suite the matrix's arm64 images use, "
+                        "debian:<suite>-slim-arm64, under qemu (scripts/arm64-emulation.sh)")
     s.set_defaults(handler=_cmd_base_offline)
 
     s = subparsers.add_parser("sbom", help="CycloneDX JSON SBOM of an image's Python environment")
@@ -76,6 +82,8 @@ def register(subparsers) -> None:
                                                      "compared with images/ID/kernel-targets.json")
     s.add_argument("id", metavar="ID")
     s.add_argument("--write", action="store_true", help="record them in images/ID/kernel-targets.json")
+    s.add_argument("--platform", choices=("linux/amd64", "linux/arm64"), default="linux/amd64",
+                   help="linux/arm64: the arm64 image's (kerasenv:ID-arm64), in images/ID/kernel-targets-arm64.json")
     s.set_defaults(handler=_cmd_kernel_targets)
 
     s = subparsers.add_parser("clean", help="remove the project's containers, networks and superseded images "
@@ -115,6 +123,8 @@ def _cmd_lock(args, matrix: Matrix) -> int:
         if not args.jupyter_only:
             for path in locks.write(v, folder, locks.resolve(v, ca_cert=args.ca_cert, folder=folder)):
                 print(f"wrote {path}")
+            if v.arm64:
+                print(f"wrote {locks.write_arm64(v, folder, locks.resolve_arm64(v, folder, ca_cert=args.ca_cert))}")
         if matrix.jupyter and v in matrix.with_jupyter():
             lab = matrix.jupyter.jupyterlab
             pins = locks.resolve_jupyter(v, folder, lab, ca_cert=args.ca_cert)
@@ -128,6 +138,8 @@ def _cmd_build(args, matrix: Matrix) -> int:
 
     if args.all:
         variants = matrix.debian_based
+        if getattr(args, "platform", "linux/amd64") != "linux/amd64":
+            variants = [v for v in variants if args.platform in v.platforms]
     elif args.ids:
         variants = matrix.select(args.ids)
     else:
@@ -142,11 +154,16 @@ def _cmd_build(args, matrix: Matrix) -> int:
     client = docker_client.client()
     options = dict(base_image=args.base_image or os.environ.get("BASE_IMAGE"), ca_cert=ca_cert, no_cache=args.no_cache,
                    debian_state=args.debian_updates)
+    if getattr(args, "platform", "linux/amd64") != "linux/amd64":
+        if args.jupyter or args.jupyter_only:
+            raise UsageError("the arm64 images have no JupyterLab flavour: drop --jupyter")
+        options["platform"] = args.platform
     results = []
     for v in variants:
         built = []  # (tag, result)
         if not args.jupyter_only:
-            built.append((v.image_ref, build.build(client, matrix, v, **options)))
+            built.append((v.platform_ref(options.get("platform", "linux/amd64")),
+                          build.build(client, matrix, v, **options)))
         if (args.jupyter or args.jupyter_only) and v in matrix.with_jupyter():
             built.append((v.jupyter_ref, build.build(client, matrix, v, jupyter=True, **options)))
         for _, result in built if args.drop_build_cache else ():
@@ -171,9 +188,14 @@ def _cmd_base_offline(args, matrix: Matrix) -> int:
     from . import base_offline
     from ..engine import docker_client
 
+    arch = getattr(args, "platform", "linux/amd64").split("/")[1]
     bases = matrix.debian_bases  # name -> suite, as the builds look them up
+    if arch != "amd64":
+        bases = {f"{v.base_image}-{arch}": v.debian_suite for v in matrix.variants
+                 if v.arm64 and v.debian_suite}
     if args.suite:
-        name = args.tag or next((b for b, s in bases.items() if s == args.suite), base_offline.default_tag(args.suite))
+        name = args.tag or next((b for b, s in bases.items() if s == args.suite),
+                                base_offline.default_tag(args.suite, arch))
         bases = {name: args.suite}
     elif args.tag:
         if len(bases) != 1:
@@ -185,7 +207,7 @@ def _cmd_base_offline(args, matrix: Matrix) -> int:
     client = docker_client.client()
     for name, suite in bases.items():
         base_offline.make(client, suite=suite, tag=name, mirror=args.mirror, force=args.force,
-                          say=lambda m: print(m, file=sys.stderr))
+                          say=lambda m: print(m, file=sys.stderr), arch=arch)
     return 0
 
 
@@ -211,18 +233,20 @@ def _cmd_kernel_targets(args, matrix: Matrix) -> int:
     v = matrix.get(args.id)
     if v.family != "cuda":
         kernel_targets.probe(None, matrix, v)  # the one-line refusal, before Docker is asked
-    parsed = kernel_targets.probe(docker_client.client(), matrix, v)
+    arch = getattr(args, "platform", "linux/amd64").split("/")[1]
+    parsed = kernel_targets.probe(docker_client.client(), matrix, v, f"linux/{arch}")
     recorded = kernel_targets.to_record(v, parsed)
     print(kernel_targets.format_table(recorded, parsed.get("seconds")))
     if args.write:
-        path = kernel_targets.write(matrix, v, recorded)
+        path = kernel_targets.write(matrix, v, recorded, arch)
         print(f"wrote {path}; `make generate` puts it into the labels and the README table")
         return 0
-    differs = kernel_targets.drift(matrix, v, recorded)
+    differs = kernel_targets.drift(matrix, v, recorded, arch)
     if differs:
-        raise KerasenvError(f"{differs}: re-record with `kerasenv kernel-targets {v.id} --write`, "
+        flag = "" if arch == "amd64" else f" --platform linux/{arch}"
+        raise KerasenvError(f"{differs}: re-record with `kerasenv kernel-targets {v.id} --write{flag}`, "
                             "then `make generate`")
-    print(f"matches {kernel_targets.record.record_path(matrix.path.parent, v.id)}")
+    print(f"matches {kernel_targets.record.record_path(matrix.path.parent, v.id, arch)}")
     return 0
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from ..matrix import labels as labels_mod
 from . import locks
 from ..matrix import table
-from ..matrix.schema import IN_IMAGE_DIR, JUPYTER_DOCKERFILE, REPO_ROOT, Matrix, Variant
+from ..matrix.schema import (AMD64, ARM64, ARM64_DOCKERFILE, GLIBC_OF_SUITE, IN_IMAGE_DIR, JUPYTER_DOCKERFILE,
+                             REPO_ROOT, Matrix, Variant)
 
 # images/<TEMPLATES_DIR>/: what `kerasenv generate` renders (never part of a build context).
 TEMPLATES_DIR = "templates"
@@ -30,7 +31,7 @@ _LEFTOVERS = {
     "build-ca.md": f"one images/{BUILD_DIR}/build-ca.md anchors every build's optional CA",
 }
 _BUILD_SOURCE_RE = re.compile(rf"^COPY {BUILD_DIR}/(\S+) ", re.M)
-_SECTION_RE = re.compile(r"\{\{#(\w+)\}\}\n(.*?)\{\{/\1\}\}\n", re.S)
+_SECTION_RE = re.compile(r"\{\{([#^])(\w+)\}\}\n(.*?)\{\{/\2\}\}\n", re.S)
 _PLACEHOLDER_RE = re.compile(r"\{\{(\w+)\}\}")
 _TEMPLATE_NOTE_RE = re.compile(r"^[ \t]*##.*\n", re.M)
 
@@ -44,11 +45,13 @@ def _template(name: str, templates: Path) -> str:
 
 
 def render(template: str, values: dict[str, str], sections: dict[str, bool]) -> str:
-    """The template with its `{{#name}}...{{/name}}` sections kept or dropped, its
-    `{{placeholders}}` filled in, and its `##` lines (the template's own notes on why each step
-    is as it is) left out: a generated Dockerfile keeps only its `#` lines."""
+    """The template with its `{{#name}}...{{/name}}` sections kept where `name` is true (and
+    `{{^name}}...{{/name}}` where it is false) or dropped, its `{{placeholders}}` filled in, and
+    its `##` lines (the template's own notes on why each step is as it is) left out: a generated
+    Dockerfile keeps only its `#` lines."""
     def section(match: re.Match[str]) -> str:
-        return match.group(2) if sections[match.group(1)] else ""
+        keep = sections[match.group(2)] == (match.group(1) == "#")
+        return match.group(3) if keep else ""
 
     template = _TEMPLATE_NOTE_RE.sub("", template)
     text = _SECTION_RE.sub(section, template)
@@ -60,8 +63,8 @@ def render(template: str, values: dict[str, str], sections: dict[str, bool]) -> 
     return re.sub(r"\n{3,}", "\n\n", text)
 
 
-def _label_block(matrix: Matrix, v: Variant) -> str:
-    pairs = [(k, _quote(val)) for k, val in labels_mod.static_labels(matrix, v).items()]
+def _label_block(matrix: Matrix, v: Variant, arch: str = "amd64") -> str:
+    pairs = [(k, _quote(val)) for k, val in labels_mod.static_labels(matrix, v, arch).items()]
     pairs += [(k, f'"{val}"') for k, val in labels_mod.dynamic_labels(v).items()]
     return " \\\n      ".join(f"{k}={val}" for k, val in pairs)
 
@@ -71,7 +74,21 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
 
-def dockerfile(matrix: Matrix, v: Variant, templates: Path | None = None) -> str:
+def pip_platform_tags(v: Variant, machine: str = "aarch64") -> list[str]:
+    """Every manylinux tag a wheel for the variant's Debian suite may carry, newest first: pip's
+    --platform matches each tag exactly, and the locked aarch64 wheels carry many (_2_35, _2_28,
+    _2_27, _2_25, _2_18, manylinux2014)."""
+    suite = v.debian_suite
+    if suite not in GLIBC_OF_SUITE:
+        raise ValueError(f"{v.id}: no glibc version recorded for Debian {suite} (schema.GLIBC_OF_SUITE)")
+    major, newest = GLIBC_OF_SUITE[suite]
+    return [f"manylinux_{major}_{minor}_{machine}" for minor in range(newest, 16, -1)] + [f"manylinux2014_{machine}"]
+
+
+def dockerfile(matrix: Matrix, v: Variant, templates: Path | None = None, platform: str = AMD64) -> str:
+    """images/<id>/Dockerfile (linux/amd64, or the host's own platform), or with
+    platform=linux/arm64 images/<id>/arm64.Dockerfile: the arm64 image cross-built on amd64."""
+    cross = platform == ARM64
     values = {
         "id": v.id,
         "family": v.family,
@@ -87,15 +104,17 @@ def dockerfile(matrix: Matrix, v: Variant, templates: Path | None = None) -> str
         "base_image": v.base_image,
         "rocm": v.rocm or "",
         "cuda_summary": f", CUDA {v.cuda}, cuDNN {v.cudnn}, NCCL {v.nccl}" if v.family == "cuda" else "",
-        "labels": _label_block(matrix, v),
+        "labels": _label_block(matrix, v, "arm64" if cross else "amd64"),
         "compiler_packages": " ".join(v.compiler_packages),
+        "main_lock": locks.ARM64_LOCK if cross else locks.MAIN_LOCK,
+        "pip_platforms": " ".join(pip_platform_tags(v)) if cross else "",
     }
     name = "rocm.Dockerfile.in" if v.family == "rocm" else "debian.Dockerfile.in"
     # XLA (TensorFlow, JAX) compiles with the nvcc wheel's ptxas and libdevice; PyTorch's
     # stack has no nvcc wheel (Triton brings its own ptxas).
     xla = v.family == "cuda" and any(n.startswith("nvidia-cuda-nvcc") for n in v.cuda_wheels())
     return render(_template(name, templates or templates_dir()), values,
-                  {"cuda": v.family == "cuda", "xla": xla, "compiler": bool(v.compiler_packages)})
+                  {"cuda": v.family == "cuda", "xla": xla, "compiler": bool(v.compiler_packages), "cross": cross})
 
 
 def jupyter_dockerfile(matrix: Matrix, v: Variant, templates: Path | None = None) -> str:
@@ -110,6 +129,8 @@ def dockerignore(matrix: Matrix, templates: Path | None = None) -> str:
     rules = []
     for v in matrix.variants:
         rules.append(f"!{v.id}/Dockerfile")
+        if v.arm64:
+            rules.append(f"!{v.id}/{ARM64_DOCKERFILE}")
         if v in jupyter:
             rules.append(f"!{v.id}/{JUPYTER_DOCKERFILE}")
         if v.family != "rocm":  # built FROM AMD's image: no locks, no pip, no CA
@@ -124,6 +145,8 @@ def expected_files(matrix: Matrix, root: Path) -> dict[Path, str]:
     files[root / "images" / ".dockerignore"] = dockerignore(matrix, templates)
     for v in matrix.variants:
         files[root / "images" / v.id / "Dockerfile"] = dockerfile(matrix, v, templates)
+        if v.arm64:
+            files[root / "images" / v.id / ARM64_DOCKERFILE] = dockerfile(matrix, v, templates, ARM64)
     for v in matrix.with_jupyter():
         files[root / "images" / v.id / JUPYTER_DOCKERFILE] = jupyter_dockerfile(matrix, v, templates)
     readme = root / "README.md"
@@ -181,6 +204,7 @@ def check(matrix: Matrix, root: Path) -> list[Drift]:
                 drift.append(Drift(folder / name, f"left over from per-variant build contexts; remove it ({where})"))
     for v in matrix.variants:
         drift.extend(Drift(p, r) for p, r in locks.check_variant(v, root / "images" / v.id))
+        drift.extend(Drift(p, r) for p, r in locks.check_arm64(v, root / "images" / v.id))
     for v in matrix.with_jupyter():
         drift.extend(Drift(p, r) for p, r in locks.check_jupyter(v, root / "images" / v.id,
                                                                   matrix.jupyter.jupyterlab))

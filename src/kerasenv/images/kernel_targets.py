@@ -23,20 +23,24 @@ PROBE_MOUNT = "/opt/kerasenv-probe"
 PROBE_MODULE = "kerasenv_image.probes.kernel_targets"
 
 
-def probe(client, matrix: Matrix, v: Variant) -> dict:
-    """The probe's JSON for kerasenv:<id> (a UsageError naming `make build` when not built)."""
+def probe(client, matrix: Matrix, v: Variant, platform: str = "linux/amd64") -> dict:
+    """The probe's JSON for kerasenv:<id> (a UsageError naming `make build` when not built); for
+    linux/arm64 the arm64 image's (kerasenv:<id>-arm64, its aarch64 binaries; the probe runs under
+    qemu on an amd64 machine)."""
     from docker.errors import ImageNotFound
 
     if v.family != "cuda":
         raise UsageError(f"{v.id} is a {v.family} variant: kernel targets are recorded for CUDA variants only "
                          f"({', '.join(x.id for x in matrix.variants if x.family == 'cuda')})")
+    ref = v.platform_ref(platform)
     try:
-        client.images.get(v.image_ref)
+        client.images.get(ref)
     except ImageNotFound:
-        raise UsageError(f"{v.image_ref} is not built here: run `make build VARIANT={v.id}` first") from None
+        how = f"make build VARIANT={v.id}" + (f" PLATFORM={platform}" if platform != "linux/amd64" else "")
+        raise UsageError(f"{ref} is not built here: run `{how}` first") from None
     common = matrix.path.parent / IN_IMAGE_DIR
     container = client.containers.create(
-        v.image_ref, [v.interpreter, "-m", PROBE_MODULE, "--json"], network_mode="none",
+        ref, [v.interpreter, "-m", PROBE_MODULE, "--json"], network_mode="none",
         environment={"PYTHONPATH": PROBE_MOUNT}, volumes={str(common): {"bind": PROBE_MOUNT, "mode": "ro"}},
         labels=docker_client.container_labels("kernel-targets"),
         name=f"kerasenv-kernel-targets-{uuid.uuid4().hex[:8]}")
@@ -48,7 +52,7 @@ def probe(client, matrix: Matrix, v: Variant) -> dict:
     finally:
         container.remove(force=True)
     if code != 0:
-        raise KerasenvError(f"the kernel-targets probe failed in {v.image_ref} (exit {code}): "
+        raise KerasenvError(f"the kernel-targets probe failed in {ref} (exit {code}): "
                             f"{(err.strip().splitlines() or ['?'])[-1][:300]}")
     return json.loads(out.strip().splitlines()[-1])
 
@@ -82,17 +86,17 @@ def to_record(v: Variant, parsed: dict) -> dict:
     }
 
 
-def write(matrix: Matrix, v: Variant, recorded: dict) -> Path:
-    path = record.record_path(matrix.path.parent, v.id)
+def write(matrix: Matrix, v: Variant, recorded: dict, arch: str = "amd64") -> Path:
+    path = record.record_path(matrix.path.parent, v.id, arch)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)
     return path
 
 
-def drift(matrix: Matrix, v: Variant, recorded: dict) -> str | None:
+def drift(matrix: Matrix, v: Variant, recorded: dict, arch: str = "amd64") -> str | None:
     """How the committed file differs from this parse (None: it does not)."""
-    path = record.record_path(matrix.path.parent, v.id)
+    path = record.record_path(matrix.path.parent, v.id, arch)
     if not path.exists():
         return f"{path} does not exist"
     committed = json.loads(path.read_text(encoding="utf-8"))

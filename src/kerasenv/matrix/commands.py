@@ -33,7 +33,16 @@ def _cmd_list(args, matrix: Matrix) -> int:
         rows = []
         for v in matrix.variants:
             row = {k: val for k, val in vars(v).items()
-                   if val is not None and k not in ("gpu_evidence", "recorded_kernels", "keras_tools")}
+                   if val is not None and k not in ("gpu_evidence", "recorded_kernels", "keras_tools", "arm64",
+                                                    "recorded_kernels_arm64")}
+            arm64 = v.kernels_for("arm64")
+            row.update(platforms=list(v.platforms),
+                       arm64=None if not v.arm64 else {
+                           "image": v.platform_ref("linux/arm64"),
+                           "gpu_evidence": vars(v.arm64.gpu_evidence) if v.arm64.gpu_evidence else None,
+                           "evidence_gap": v.arm64.evidence_gap, "size_budget_mb": v.arm64.size_budget_mb,
+                           "kernels_sass": list(arm64.sass) if arm64 else None,
+                           "kernels_ptx": list(arm64.ptx) if arm64 else None})
             row.update(image=v.image_ref, framework=v.framework_package, framework_version=v.framework_version,
                        min_driver=v.min_driver, min_driver_ptx_jit=v.min_driver_ptx,
                        cuda_wheels_driver=v.min_driver_toolkit,

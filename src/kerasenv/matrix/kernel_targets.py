@@ -42,17 +42,20 @@ class KernelTargets:
         return self.sass + self.ptx
 
 
-def record_path(images_dir: Path, variant_id: str) -> Path:
-    return images_dir / variant_id / RECORD_NAME
+def record_path(images_dir: Path, variant_id: str, arch: str = "amd64") -> Path:
+    """images/<id>/kernel-targets.json (amd64), kernel-targets-arm64.json (the arm64 image's
+    binaries, which are other files: PyTorch's aarch64 wheel is built for other targets)."""
+    name = RECORD_NAME if arch == "amd64" else RECORD_NAME.replace(".json", f"-{arch}.json")
+    return images_dir / variant_id / name
 
 
-def load(images_dir: Path, variant_id: str) -> KernelTargets | None:
+def load(images_dir: Path, variant_id: str, arch: str = "amd64") -> KernelTargets | None:
     """The recorded kernel targets of a variant, None when not recorded; a malformed file is
     a MatrixError naming the file and how to re-record it."""
-    path = record_path(images_dir, variant_id)
+    path = record_path(images_dir, variant_id, arch)
     if not path.exists():
         return None
-    fix = RECORD_HOW.format(id=variant_id)
+    fix = RECORD_HOW.format(id=variant_id) + ("" if arch == "amd64" else f" --platform linux/{arch}")
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
         return from_record(raw)

@@ -11,8 +11,9 @@ NS = "io.kerasenv"
 OCI = "org.opencontainers.image"
 
 
-def static_labels(matrix: Matrix, v: Variant) -> dict[str, str]:
-    """Labels fixed by the matrix (written into the Dockerfile)."""
+def static_labels(matrix: Matrix, v: Variant, arch: str = "amd64") -> dict[str, str]:
+    """Labels fixed by the matrix (written into the Dockerfile); `arch`: which image of the tag
+    (the arm64 one carries its own kernels and its own GPU evidence)."""
     source = matrix.project["source"]
     labels = {
         f"{OCI}.title": f"kerasenv {v.id}",
@@ -45,16 +46,22 @@ def static_labels(matrix: Matrix, v: Variant) -> dict[str, str]:
             # What TensorFlow itself was built with (tf.sysconfig.get_build_info()): the
             # image's wheels (io.kerasenv.cuda) differ from it under a GPU-verified override.
             f"{NS}.{v.backend}-built-with-cuda": v.built_with_stack.cuda if v.built_with_stack else "",
-            f"{NS}.cuda-compute-capabilities": ",".join(v.compute_capabilities),
+            f"{NS}.cuda-compute-capabilities": ",".join(_compute_capabilities(v, arch)),
         })
-        kernels = v.kernel_targets
+        kernels = v.kernels_for(arch)
         if kernels is not None:
             # What the framework's binaries carry (images/<id>/kernel-targets.json), read from
             # them: TF's published list (cuda-compute-capabilities) can miss some (TF 2.21's sm_90).
             labels[f"{NS}.kernels.sass"] = ",".join(kernels.sass)
             labels[f"{NS}.kernels.ptx"] = ",".join(kernels.ptx)
         evidence = v.provenance
-        assert evidence is not None
+        if arch == "arm64" and v.arm64:
+            # Who ran this stack on an arm64 GPU, and what that leaves uncovered (no evidence: empty
+            # cuda-stack.* labels and the gap says so).
+            evidence = v.arm64.gpu_evidence
+            labels[f"{NS}.cuda-stack.evidence-gap"] = v.arm64.evidence_gap
+        if evidence is None:
+            return labels
         labels.update({
             f"{NS}.cuda-stack.provenance": evidence.kind,
             f"{NS}.cuda-stack.source": evidence.source,
@@ -65,6 +72,14 @@ def static_labels(matrix: Matrix, v: Variant) -> dict[str, str]:
     if v.family == "rocm":
         labels[f"{NS}.rocm"] = v.rocm or ""
     return labels
+
+
+def _compute_capabilities(v: Variant, arch: str) -> tuple[str, ...]:
+    """TF's published list, else (JAX, PyTorch) what that architecture's binaries carry."""
+    if arch == "amd64" or v.tf_release is not None:
+        return v.compute_capabilities
+    kernels = v.kernels_for(arch)
+    return kernels.all if kernels else ()
 
 
 # Labels whose values come from build arguments (see the templates' ARG lines).

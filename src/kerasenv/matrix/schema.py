@@ -81,6 +81,23 @@ class DriverFloors:
         return max(self.load, self.ptx_jit, self.toolkit, key=nvidia_drivers.driver_tuple)
 
 
+ARM64 = "linux/arm64"
+AMD64 = "linux/amd64"
+
+
+@dataclass(frozen=True)
+class Arm64Build:
+    """A variant's linux/arm64 image (issue 36: Grace hosts, GH200, GB200/GB300, DGX Spark):
+    the same id, stack and pins as its amd64 image, built from the same matrix entry, pushed
+    under one tag with it (an image index). What differs per architecture is here."""
+
+    # Who ran this stack on an arm64 GPU, as close to the pinned versions as was found
+    gpu_evidence: GpuEvidence | None
+    # One line: what the evidence does not cover (other versions, other GPUs), or that none exists
+    evidence_gap: str
+    size_budget_mb: int | None = None
+
+
 @dataclass(frozen=True)
 class Variant:
     id: str
@@ -113,6 +130,10 @@ class Variant:
     # What the built image's binaries carry (images/<id>/kernel-targets.json; set by parse(),
     # never from the TOML): None until recorded.
     recorded_kernels: kernel_targets_record.KernelTargets | None = None
+    # The linux/arm64 image of this variant ([variant.arm64] in the matrix), None: amd64 only
+    arm64: Arm64Build | None = None
+    # What the arm64 image's binaries carry (images/<id>/kernel-targets-arm64.json)
+    recorded_kernels_arm64: kernel_targets_record.KernelTargets | None = None
 
     # --- derived facts -------------------------------------------------------------
     @property
@@ -281,6 +302,29 @@ class Variant:
         return f"kerasenv:{self.id}"
 
     @property
+    def platforms(self) -> tuple[str, ...]:
+        """The platforms this variant's tag covers: linux/amd64, and linux/arm64 where the
+        matrix has [variant.arm64]."""
+        return (AMD64, ARM64) if self.arm64 else (AMD64,)
+
+    def platform_ref(self, platform: str) -> str:
+        """The local tag of one platform's image. Docker 20.10's image store keeps one image per
+        tag, so a cross-built arm64 image is kerasenv:<id>-arm64 here (the per-architecture tag
+        convention `docker manifest create` combines); `kerasenv push` writes the two under
+        kerasenv:<id> as one image index."""
+        if platform == AMD64:
+            return self.image_ref
+        if platform == ARM64 and self.arm64:
+            return f"{self.image_ref}-arm64"
+        raise UsageError(f"{self.id} has no {platform} image (its platforms: {', '.join(self.platforms)})")
+
+    def kernels_for(self, arch: str) -> kernel_targets_record.KernelTargets | None:
+        """The recorded kernel targets of the image for `arch` (amd64 | arm64)."""
+        if self.family != "cuda":
+            return None
+        return self.recorded_kernels_arm64 if arch == "arm64" else self.recorded_kernels
+
+    @property
     def jupyter_ref(self) -> str:
         """The JupyterLab flavour: this image plus a layer with JupyterLab (see Jupyter)."""
         return f"kerasenv:{self.id}-jupyter"
@@ -305,6 +349,9 @@ class Variant:
 
 
 JUPYTER_DOCKERFILE = "jupyter.Dockerfile"  # images/<id>/jupyter.Dockerfile, the flavour's
+ARM64_DOCKERFILE = "arm64.Dockerfile"  # images/<id>/arm64.Dockerfile: the arm64 image, built on amd64
+# glibc of each Debian suite the matrix builds on: the newest manylinux tag its wheels may carry
+GLIBC_OF_SUITE = {"bookworm": (2, 36), "trixie": (2, 41)}
 
 
 @dataclass(frozen=True)
@@ -389,8 +436,9 @@ _FIELD_TYPES: dict[str, type] = {
     "id": str, "family": str, "backend": str, "tensorflow": str, "jax": str, "torch": str,
     "keras": str, "python": str,
     "base_image": str, "notes": str, "size_budget_mb": int,
-    "cuda": str, "cudnn": str, "nccl": str, "rocm": str, "gpu_evidence": dict,
+    "cuda": str, "cudnn": str, "nccl": str, "rocm": str, "gpu_evidence": dict, "arm64": dict,
 }
+_ARM64_FIELDS = ("gpu_evidence", "evidence_gap", "size_budget_mb")
 _EVIDENCE_FIELDS = ("source", "gpu", "date", "ran")
 _REQUIRED = ("id", "family", "backend", "keras", "python", "base_image")
 _FAMILY_FIELDS = {"cuda": ("cuda", "cudnn", "nccl"), "rocm": ("rocm",)}
@@ -460,6 +508,8 @@ def parse(raw: Mapping[str, Any], path: Path) -> Matrix:
                     if v.backend == "torch" and v.family != "rocm" else v for v in variants]
     variants = [dataclasses.replace(v, recorded_kernels=kernel_targets_record.load(path.parent, v.id))
                 if v.family == "cuda" else v for v in variants]
+    variants = [dataclasses.replace(v, recorded_kernels_arm64=kernel_targets_record.load(path.parent, v.id, "arm64"))
+                if v.family == "cuda" and v.arm64 else v for v in variants]
     return Matrix(path=path, variants=tuple(variants), project=project, jupyter=_parse_jupyter(raw, fail),
                   retired=_parse_retired(raw, variants, fail), **defaults)
 
@@ -581,9 +631,40 @@ def _parse_variant(entry: Mapping[str, Any], fail) -> Variant:
         if family != "cuda":
             raise fail("gpu_evidence", f"not allowed for family {family!r} (it backs a CUDA stack)")
         fields["gpu_evidence"] = _parse_evidence(fields["gpu_evidence"], fail)
+    if "arm64" in fields:
+        fields["arm64"] = _parse_arm64(fields["arm64"], entry, fail)
     variant = Variant(**fields)
     _check_against_tested_builds(variant, fail)
     return variant
+
+
+def _parse_arm64(raw: Mapping[str, Any], entry: Mapping[str, Any], fail) -> Arm64Build:
+    unknown = sorted(set(raw) - set(_ARM64_FIELDS))
+    if unknown:
+        raise fail("arm64", f"unknown key {unknown[0]!r} (known: {', '.join(_ARM64_FIELDS)})")
+    # TensorFlow's aarch64 wheel is a CPU build (tensorflow/tensorflow#121157): no TF GPU image
+    # on arm64; JAX's and PyTorch's aarch64 wheels carry CUDA.
+    if entry["backend"] == "tensorflow" or entry["family"] == "rocm":
+        raise fail("arm64", "arm64 images are JAX or PyTorch on Debian (TensorFlow's aarch64 wheel is "
+                            "CPU-only, tensorflow/tensorflow#121157; ROCm images are AMD's, amd64 only)")
+    if debian_suite_of(entry["base_image"]) is None:
+        raise fail("arm64", f"arm64 images are built on Debian's own base, not {entry['base_image']}")
+    gap = raw.get("evidence_gap")
+    if not isinstance(gap, str) or not gap.strip() or any(c in gap for c in "|\n"):
+        raise fail("arm64", "'evidence_gap' must say in one line what the arm64 GPU evidence does not "
+                            "cover (other versions or GPUs), or that none was found")
+    evidence = None
+    if "gpu_evidence" in raw:
+        if entry["family"] != "cuda":
+            raise fail("arm64", "'gpu_evidence' is for CUDA variants")
+        if not isinstance(raw["gpu_evidence"], dict):
+            raise fail("arm64", "'gpu_evidence' must be a table")
+        evidence = dataclasses.replace(_parse_evidence(raw["gpu_evidence"], lambda f, m: fail(f"arm64.{f}", m)),
+                                       kind="arm64-gpu-run")
+    budget = raw.get("size_budget_mb")
+    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0):
+        raise fail("arm64", "'size_budget_mb' must be a positive number of megabytes")
+    return Arm64Build(gpu_evidence=evidence, evidence_gap=gap.strip(), size_budget_mb=budget)
 
 
 def _parse_evidence(raw: Mapping[str, Any], fail) -> GpuEvidence:

@@ -24,8 +24,13 @@ def _row(matrix: Matrix, v: Variant) -> list[str]:
         driver, stack = "amdgpu (ROCm host driver)", f"ROCm {v.rocm}"
     else:
         driver, stack = "none", "CPU only"
-    return [f"`{v.id}`{default}", v.framework_label, keras, v.python, stack, driver, kernels_cell(v), checked_here(v),
-            v.notes]
+    return [f"`{v.id}`{default}", platforms_cell(v), v.framework_label, keras, v.python, stack, driver, kernels_cell(v),
+            checked_here(v), v.notes]
+
+
+def platforms_cell(v: Variant) -> str:
+    """The architectures the tag covers (one image index when two)."""
+    return "amd64, arm64" if v.arm64 else "amd64"
 
 
 def windows_cell(v: Variant) -> str:
@@ -44,7 +49,16 @@ def kernels_cell(v: Variant) -> str:
     kernels = v.kernel_targets
     if kernels is None:
         return f"not recorded yet (`kerasenv kernel-targets {v.id} --write`)"
-    return f"SASS {', '.join(kernels.sass) or 'none'}; PTX {', '.join(kernels.ptx) or 'none'}"
+    text = f"SASS {', '.join(kernels.sass) or 'none'}; PTX {', '.join(kernels.ptx) or 'none'}"
+    if v.arm64:
+        arm = v.kernels_for("arm64")
+        if arm is None:
+            text += f"; arm64: not recorded yet (`kerasenv kernel-targets {v.id} --write --platform linux/arm64`)"
+        elif (arm.sass, arm.ptx) == (kernels.sass, kernels.ptx):
+            text += "; arm64: the same"
+        else:
+            text += f"; arm64: SASS {', '.join(arm.sass) or 'none'}; PTX {', '.join(arm.ptx) or 'none'}"
+    return text
 
 
 def _provenance(v: Variant) -> str:
@@ -69,11 +83,15 @@ def checked_here(v: Variant) -> str:
     checks = "built; default command offline; acceptance suite; user script (any UID, read-only root)"
     if v.family == "cuda":
         checks += f"; {v.framework_name}'s GPU-library check (CPU fallback: no GPU here)"
+    if v.arm64:
+        checks += ("; arm64: built here (cross, under qemu) and its `arm64_ci` checks (labels, ELF machine, pip "
+                   "check, GPU libraries and ptxas, kernel record, a small smoke training); the full suite on "
+                   "native arm64 runners in the workflow")
     return checks
 
 
 def markdown(matrix: Matrix) -> str:
-    head = ["image `kerasenv:<id>`", "framework (Keras backend)", "Keras", "Python", "GPU stack",
+    head = ["image `kerasenv:<id>`", "platforms", "framework (Keras backend)", "Keras", "Python", "GPU stack",
             "min. NVIDIA driver", "GPU code (from the binaries)", "checked by `.ci/run`", "notes"]
     rows = [head, ["---"] * len(head)] + [_row(matrix, v) for v in matrix.variants]
     return "\n".join("| " + " | ".join(r) + " |" for r in rows) + "\n"

@@ -22,6 +22,7 @@ from typing import Callable, NamedTuple
 
 from ..matrix import labels as labels_mod
 from . import compression as compression_mod
+from . import index as index_mod
 from . import tags as tags_mod
 from ..engine import docker_client
 from ..errors import KerasenvError, UsageError
@@ -269,13 +270,74 @@ def _transfer(start, say, what: str):
 
 
 def push(client, matrix: Matrix, v: Variant, registry: str, compression: str = compression_mod.GZIP,
-         say=lambda m: print(m, file=sys.stderr)) -> list[Transfer]:
+         say=lambda m: print(m, file=sys.stderr), platform: str | None = None,
+         index_only: bool = False) -> list[Transfer]:
     """Push every tag of the variant: gzip through the daemon, zstd (the `-zstd` tags) through
-    skopeo. One Transfer per compression."""
+    skopeo. One Transfer per compression. A variant with an arm64 image (issue 36): each
+    architecture's image under its own tag and every tag as an image index over the two
+    (publish/index.py); `platform` pushes one architecture's tag only, `index_only` writes the
+    indexes over architecture tags already pushed (the workflow's job that needs both)."""
     from docker.errors import ImageNotFound
 
     policy = RetryPolicy.from_env()
     compression_mod.preflight(compression)
+    if not v.arm64:
+        if platform not in (None, "linux/amd64") or index_only:
+            raise UsageError(f"{v.id} has one architecture (linux/amd64): push it without "
+                             f"{'--index' if index_only else '--platform'}")
+        return _push_single(client, matrix, v, registry, compression, say, policy)
+    arches = [] if index_only else [platform.split("/")[1]] if platform else list(index_mod.ARCHES)
+    images = {}
+    for arch in arches:
+        ref = v.platform_ref(f"linux/{arch}")
+        try:
+            images[arch] = client.images.get(ref)
+        except ImageNotFound:
+            how = f"make build VARIANT={v.id}" + (" PLATFORM=linux/arm64" if arch == "arm64" else "")
+            one = "" if platform else (f", or push one architecture with --platform linux/{index_mod.ARCHES[0]} and "
+                                       f"join them later with --index")
+            raise UsageError(f"{ref} is not built here: run `{how}` first{one}") from None
+        if images[arch].attrs.get("Architecture") != arch:
+            raise UsageError(f"{ref} is a {images[arch].attrs.get('Architecture')} image, not {arch}: rebuild it")
+    labels = next(iter(images.values())).labels if images else None
+    repo = tags_mod.repository(registry)
+    transfers = []
+    for comp in ((compression_mod.GZIP, compression_mod.ZSTD) if compression == compression_mod.BOTH else (compression,)):
+        started = time.monotonic()
+        base = v.id if comp == compression_mod.GZIP else compression_mod.zstd_tag(v.id)
+        digest = None
+        for arch, image in images.items():
+            tag = index_mod.arch_tag(base, arch)
+            what = f"push {repo}:{tag}"
+            if comp == compression_mod.GZIP:
+                image.tag(repo, tag)
+                digest, _, _ = _with_retries(
+                    lambda tag=tag, what=what: _transfer(
+                        lambda: client.images.push(repo, tag=tag, stream=True, decode=True), say, what),
+                    what=what, action="push", registry=registry, ref=f"{repo}:{tag}", variant_id=v.id,
+                    say=say, policy=policy)
+            else:
+                say(f"  {what}: recompressing {image.tags[0] if image.tags else arch} to zstd with skopeo")
+                compression_mod.push_zstd(v.platform_ref(f"linux/{arch}"), f"{repo}:{tag}")
+                digest = compression_mod.manifest_digest(f"{repo}:{tag}")
+            say(f"pushed {repo}:{tag} ({arch}) digest {digest}")
+        if platform:
+            transfers.append(Transfer(v, f"{repo}:{index_mod.arch_tag(base, arches[0])}", digest,
+                                      time.monotonic() - started, compression=comp))
+            continue
+        sources = [f"{repo}:{index_mod.arch_tag(base, arch)}" for arch in index_mod.ARCHES]
+        for tag in tags_mod.tags(matrix, v, labels):
+            tag = tag if comp == compression_mod.GZIP else compression_mod.zstd_tag(tag)
+            digest = index_mod.create(f"{repo}:{tag}", sources, insecure=index_mod.insecure(registry))
+            say(f"pushed {repo}:{tag}: an image index over {', '.join(index_mod.ARCHES)}, digest {digest}")
+        transfers.append(Transfer(v, f"{repo}:{base}", digest, time.monotonic() - started, compression=comp))
+    return transfers
+
+
+def _push_single(client, matrix: Matrix, v: Variant, registry: str, compression: str, say,
+                 policy: RetryPolicy) -> list[Transfer]:
+    from docker.errors import ImageNotFound
+
     try:
         image = client.images.get(v.image_ref)
     except ImageNotFound:
@@ -314,9 +376,10 @@ def push(client, matrix: Matrix, v: Variant, registry: str, compression: str = c
     return transfers
 
 
-def stale_labels(matrix: Matrix, v: Variant, got: dict[str, str]) -> dict[str, tuple[str, str | None]]:
-    """Labels that differ from what the matrix says for this variant: {key: (matrix, image)}."""
-    return {k: (want, got.get(k)) for k, want in labels_mod.static_labels(matrix, v).items()
+def stale_labels(matrix: Matrix, v: Variant, got: dict[str, str],
+                 arch: str = "amd64") -> dict[str, tuple[str, str | None]]:
+    """Labels that differ from what the matrix says for this variant's image of `arch`: {key: (matrix, image)}."""
+    return {k: (want, got.get(k)) for k, want in labels_mod.static_labels(matrix, v, arch).items()
             if got.get(k) != want}
 
 
@@ -327,7 +390,10 @@ def zstd_refused(engine_version: str, ref: str, fix: str) -> UsageError:
 
 
 def pull(client, matrix: Matrix, v: Variant, registry: str, compression: str = compression_mod.GZIP,
-         say=lambda m: print(m, file=sys.stderr)) -> Transfer:
+         say=lambda m: print(m, file=sys.stderr), platform: str | None = None) -> Transfer:
+    """Pull the variant's tag (the engine picks its own architecture from an index, or `platform`'s),
+    check it is that architecture's image and its labels the matrix's, and name it locally
+    kerasenv:<id> (kerasenv:<id>-arm64 for the arm64 image of an amd64 engine, as a build would)."""
     if compression not in (compression_mod.GZIP, compression_mod.ZSTD):
         raise UsageError(f"--compression {compression!r} for a pull: choose gzip or zstd (one image is pulled)")
     policy = RetryPolicy.from_env()
@@ -342,7 +408,8 @@ def pull(client, matrix: Matrix, v: Variant, registry: str, compression: str = c
     what = f"pull {ref}"
     try:
         digest, sent, skipped = _with_retries(
-            lambda: _transfer(lambda: client.api.pull(repo, tag=tag, stream=True, decode=True), say, what),
+            lambda: _transfer(lambda: client.api.pull(repo, tag=tag, stream=True, decode=True,
+                                                      **({"platform": platform} if platform else {})), say, what),
             what=what, action="pull", registry=registry, ref=ref, variant_id=v.id,
             say=say, policy=policy)
     except KerasenvError as exc:
@@ -354,8 +421,15 @@ def pull(client, matrix: Matrix, v: Variant, registry: str, compression: str = c
                                f"are gzip, zstd goes to {repo}:{compression_mod.zstd_tag(v.id)})") from None
         raise
     image = client.images.get(ref)
-    image.tag("kerasenv", v.id)  # the local name the rest of the tooling uses
-    stale = stale_labels(matrix, v, image.labels or {})
+    arch = image.attrs.get("Architecture", "amd64")
+    if platform and arch != platform.split("/")[1]:
+        raise KerasenvError(f"{ref} gave a {arch} image for --platform {platform}: the registry has no {platform} "
+                            f"image under that tag (`docker manifest inspect {ref}` lists what it has)")
+    if arch == "arm64" and not v.arm64:
+        raise KerasenvError(f"{ref} is an arm64 image, but {v.id} has no arm64 image in the matrix: a stale or foreign tag")
+    local = v.platform_ref(f"linux/{arch}") if v.arm64 else v.image_ref
+    image.tag(*local.split(":", 1))  # the local name the rest of the tooling uses
+    stale = stale_labels(matrix, v, image.labels or {}, arch)
     if stale:
         detail = ", ".join(f"{k}={got!r} (matrix: {want!r})" for k, (want, got) in list(stale.items())[:3])
         say(f"kerasenv: warning: {repo}:{v.id} is stale: {detail}; rebuild and push it, or pull by digest")

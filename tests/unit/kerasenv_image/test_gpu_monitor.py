@@ -447,3 +447,34 @@ def test_no_tensorboard_writer_keeps_the_figures_and_says_why(monkeypatch, tmp_p
     assert report["scalars"] == [] and "No module named 'tensorboard'" in report["scalars_error"]
     assert [e["gpus"][0]["memory_used_mib"] for e in report["epochs"]] == [4, 4]
     assert capsys.readouterr().err.count("no TensorBoard writer in this Python") == 1
+
+
+# --- unified memory (GB10) -------------------------------------------------------------------
+# CONSTRUCTED loop output: no `nvidia-smi --query-gpu` loop of a GB10 was found. Its table reads
+# Memory-Usage "Not Supported" (tests/fixtures/nvidia-smi/gb10-580, a capture) and NVML's memory
+# queries return NOT_SUPPORTED (leptonai/gpud#1170); which placeholder the CSV prints was not
+# seen, so both the driver's bracketed forms are used.
+GB10_LOOP = """2026/01/28 10:00:00.000, 0, 91, [N/A], [N/A]
+2026/01/28 10:00:00.200, 0, 95, [Not Supported], [Not Supported]
+2026/01/28 10:00:00.400, 0, 96, [N/A], [N/A]
+2026/01/28 10:00:00.600, 0, 94, [N/A], [N/A]
+"""
+
+
+def test_on_a_gb10_the_memory_reads_not_reported_not_a_figure():
+    samples = gpu_sampler.parse_output(GB10_LOOP).samples
+    assert len(samples) == 4 and all(s.memory_total_mib is None and s.memory_used_mib is None for s in samples)
+    jax_memory = TfMemory([30720.0])
+    jax_memory.scalar_name = "jax_peak_memory_mib"  # as gpu_monitor.JaxMemory names its figure
+    monitor = gpu_monitor.GpuMonitorLogic("/unused", tf_memory=jax_memory)
+    start = at("2026/01/28 10:00:00") - 0.5
+    (gpu,) = monitor.epoch_record(samples, 0, start, start + 1.5)["gpus"]
+    assert gpu["memory_used_mib"] is None and gpu["memory_total_mib"] is None and gpu["memory_used_percent"] is None
+    assert gpu["memory_note"].startswith("unified memory: not reported by the driver (")
+    assert gpu["jax_peak_memory_mib"] == 30720.0 and gpu["utilization_percent"] is not None
+
+
+def test_a_discrete_gpus_record_has_no_memory_note(monkeypatch, tmp_path):
+    windows = [(at("2025/05/25 00:07:59"), at("2025/05/25 00:08:11"))]
+    monitor, _, _, _ = replay(monkeypatch, tmp_path, "a5000-train-steady", windows)
+    assert monitor.epochs[0]["gpus"][0]["memory_note"] is None

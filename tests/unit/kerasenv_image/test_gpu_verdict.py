@@ -152,3 +152,31 @@ def test_the_framework_peak_of_jax_or_torch_is_the_memory_figure():
             gpu["jax_peak_memory_mib"] = 40960.0
     v = gpu_verdict.verdict(epochs, memory_total_mib=81920)
     assert (v["peak_memory_mib"], v["memory_source"], v["memory_status"]) == (40960.0, "jax-peak", "ok")
+
+
+def gb10(busy: float, *, peak: float | None = 30720.0, epochs: int = 2) -> list[dict]:
+    """CONSTRUCTED records as GpuMonitor makes them on a GB10 (test_gpu_monitor's constructed
+    loop): memory.used/total N/A, the note, JAX's own peak."""
+    note = "unified memory: not reported by the driver (nvidia-smi's memory.total was N/A: ...)"
+    gpu = {"index": 0, "samples": 10, "memory_samples": 12, "utilization_percent": busy,
+           "utilization_min_percent": busy, "utilization_max_percent": busy, "memory_used_mib": None,
+           "memory_total_mib": None, "jax_peak_memory_mib": peak, "memory_note": note}
+    return [{"epoch": n + 1, "gpus": [dict(gpu)]} for n in range(epochs)]
+
+
+def test_unified_memory_says_not_reported_and_gives_no_out_of_memory_advice():
+    v = gpu_verdict.verdict(gb10(92.0), memory_total_mib=None)
+    assert v["status"] == "gpu-bound" and v["line"].startswith("GPU busy 92 %")  # utilisation stays first
+    assert v["memory_status"] == "not-reported" and v["memory_total_mib"] is None
+    assert v["memory_note"].startswith("unified memory: not reported by the driver")
+    assert v["lines"][-1] == ("GPU memory: unified memory: not reported by the driver (the GPU shares the system's "
+                              "RAM); JAX's own peak 30 GiB; no out-of-memory margin to judge: the host's free memory "
+                              "(`free -h`) is the GPU's")
+    assert not any("lower the batch size" in line for line in v["lines"])
+    without_peak = gpu_verdict.verdict(gb10(92.0, peak=None), memory_total_mib=None)
+    assert without_peak["memory_status"] == "not-reported" and "own peak" not in without_peak["lines"][-1]
+
+
+def test_a_total_given_by_the_caller_is_judged_as_before():
+    v = gpu_verdict.verdict(gb10(92.0, peak=30000.0), memory_total_mib=32000)
+    assert v["memory_status"] == "near-oom"

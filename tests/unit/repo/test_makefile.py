@@ -32,7 +32,7 @@ def test_make_test_builds_and_accepts_every_debian_based_variant(real_matrix):
     build lane, two test lanes taking the built variants in turn)."""
     recipe = subprocess.run(["make", "--no-print-directory", "-n", "test"], cwd=REPO, capture_output=True,
                             text=True, check=True).stdout
-    assert re.search(r"make --no-print-directory -j3 --output-sync=line test-lanes$", recipe, re.M)
+    assert re.search(r"make --no-print-directory -j4 --output-sync=line test-lanes$", recipe, re.M)
     lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes"], cwd=REPO, capture_output=True,
                            text=True, check=True).stdout
     for v in real_matrix.debian_based:
@@ -44,15 +44,20 @@ def test_make_test_builds_and_accepts_every_debian_based_variant(real_matrix):
     # it in build order (the first two for their builds only: the first after the unit tests).
     rules = dict(re.findall(r"^test-accept-(\S+): (.+)$", subprocess.run(
         ["make", "-pn", "test-lanes"], cwd=REPO, capture_output=True, text=True).stdout, re.M))
-    built = re.findall(r"kerasenv build (\S+) (?!--jupyter-only)", lanes)
+    built = re.findall(r"kerasenv build (\S+) (?!--jupyter-only|--platform)", lanes)
     assert sorted(built) == sorted(v.id for v in real_matrix.debian_based)
+    # and the arm64 lane: each arm64 image built and its arm64_ci checks run on it
+    for v in real_matrix.variants:
+        if v.arm64:
+            assert re.search(rf"kerasenv build {re.escape(v.id)} --platform linux/arm64\b", lanes), v.id
+            assert re.search(rf"pytest smoke_tests --image kerasenv:{re.escape(v.id)}-arm64 -m arm64_ci\b", lanes), v.id
     for i, vid in enumerate(built):
         prereqs = rules[vid].split()
         assert prereqs[0] == f"test-build-{vid}", vid
         assert prereqs[1:] == ([f"test-accept-{built[i - 2]}"] if i >= 2 else
                                ["test-unit-lane-step"] if i == 0 else []), vid
     # Each built once (a handover drops the giver's cache without building: kerasenv drop-build-cache).
-    variants = re.findall(r"kerasenv build (\S+)(?! --jupyter-only)\s", lanes)
+    variants = re.findall(r"kerasenv build (\S+)(?! --jupyter-only| --platform)\s", lanes)
     flavours = re.findall(r"kerasenv build (\S+) --jupyter-only\b", lanes)
     assert sorted(variants) == sorted(flavours) == sorted(v.id for v in real_matrix.debian_based)  # each once
 
@@ -205,7 +210,9 @@ def test_images_dropped_after_acceptance_are_none_an_integration_test_runs(real_
     lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes", "DROP_TESTED_IMAGES=1"], cwd=REPO,
                            capture_output=True, text=True, check=True).stdout
     dropped = {ref for line in re.findall(r"docker rmi ([^>]+)>", lanes) for ref in line.split()}
-    assert dropped == {f"kerasenv:{r}" for r in refs - set(listed)}
+    arm64 = {f"kerasenv:{v.id}-arm64" for v in real_matrix.variants if v.arm64}
+    kept = {r for i in (real_matrix.default_cpu, real_matrix.default_gpu) for r in (i, f"{i}-jupyter")}
+    assert dropped == {f"kerasenv:{r}" for r in refs - set(listed) - kept} | arm64
     # Without the variable: not even inherited from a `make test DROP_TESTED_IMAGES=1` running this
     # test (.ci/run's), which passes it to sub-makes through MAKEFLAGS and the environment.
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "DROP_TESTED_IMAGES")}
@@ -224,7 +231,7 @@ def test_the_lanes_build_the_quickest_image_first_then_the_matrix_order(real_mat
     lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes"], cwd=REPO, capture_output=True,
                            text=True, check=True).stdout
     built = re.findall(r"timed-step 'build (\S+)' ", lanes)
-    variants = [b for b in built if not b.endswith("-jupyter")]
+    variants = [b for b in built if not b.endswith(("-jupyter", "-arm64"))]
     first = re.search(r"^FIRST_BUILT := (\S+)$", MAKEFILE, re.M).group(1)
     assert variants == [first] + [v.id for v in real_matrix.debian_based if v.id != first]
     assert real_matrix.get(first).family == "cpu"
@@ -251,3 +258,21 @@ def test_the_integration_tests_run_once_each_split_between_the_lanes():
         text = (REPO / path).read_text()
         assert '"io.kerasenv.kind"' not in text, path  # as a label key
         assert not any(f'"{variant}"' in text or f"kerasenv:{variant}" in text for variant in untagged), path
+
+
+def test_make_test_keeps_only_the_default_images_unless_told_otherwise(real_matrix):
+    """A fresh machine's `make test` kept every image it built (+60.6 GB of its ~80 GB free before the
+    arm64 images): now it drops each once tested and, at the end, the integration tests' images too,
+    keeping the defaults (KEEP_IMAGES) with their flavours; KEEP_IMAGES=all keeps everything."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "DROP_TESTED_IMAGES",
+                                                          "KEEP_IMAGES")}
+    recipe = subprocess.run(["make", "--no-print-directory", "-n", "test"], cwd=REPO, env=env, capture_output=True,
+                            text=True, check=True).stdout
+    final = re.search(r"^for ref in (.+?); do .*docker rmi", recipe, re.M).group(1).split()
+    defaults = {f"kerasenv:{i}{s}" for i in (real_matrix.default_cpu, real_matrix.default_gpu) for s in ("", "-jupyter")}
+    assert final and not set(final) & defaults
+    assert "kerasenv:jax0.12-cuda12.9" in final
+    assert re.search(r"docker rmi kerasenv:\S+-arm64", recipe)
+    everything = subprocess.run(["make", "--no-print-directory", "-n", "test", "KEEP_IMAGES=all"], cwd=REPO, env=env,
+                                capture_output=True, text=True, check=True).stdout
+    assert "docker rmi" not in everything

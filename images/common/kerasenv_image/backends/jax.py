@@ -56,6 +56,12 @@ def prepare(args, smi: dict, environ=os.environ) -> dict:
             fraction = min(1.0, args.memory_limit / min(totals))
             environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:.4f}"
             settings["xla_python_client_mem_fraction"] = environ["XLA_PYTHON_CLIENT_MEM_FRACTION"]
+        elif any(g.get("memory_note") for g in (smi.get("gpus") or [])):
+            # GB10: the GPU's memory is the system's RAM and the driver reports none, so there is
+            # no total to take a fraction of (gpu_sampler.MEMORY_NOT_REPORTED).
+            settings["memory_limit_note"] = ("--memory-limit not applied: unified memory: not reported by the "
+                                             "driver, so there is no GPU total to turn it into a fraction; set "
+                                             "XLA_PYTHON_CLIENT_MEM_FRACTION (a share of the system's RAM) instead")
         else:
             settings["memory_limit_note"] = ("--memory-limit not applied: nvidia-smi reports no GPU memory to "
                                              "turn it into XLA_PYTHON_CLIENT_MEM_FRACTION")

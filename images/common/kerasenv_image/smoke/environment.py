@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 
+from ..gpu_sampler import MEMORY_NOT_REPORTED
 from .errors import EXIT_USAGE, SmokeFailure
 
 DOCKER_DEFAULT_SHM = 64 * 1024 * 1024
@@ -27,7 +28,9 @@ def shm_report() -> dict:
 
 
 def nvidia_smi() -> dict:
-    """Driver version and per-GPU memory from nvidia-smi, when the toolkit injected it."""
+    """Driver version and per-GPU memory from nvidia-smi, when the toolkit injected it. A GPU
+    whose memory.total is not a number (a GPU that shares the system's RAM, GB10: the driver has
+    none to report) gets memory_total_mb None and a `memory_note` saying so, never a figure."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return {"present": False}
@@ -43,8 +46,11 @@ def nvidia_smi() -> dict:
     for line in proc.stdout.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 4:
-            gpus.append({"index": parts[0], "name": parts[1], "driver_version": parts[2],
-                         "memory_total_mb": int(parts[3]) if parts[3].isdigit() else None})
+            gpu = {"index": parts[0], "name": parts[1], "driver_version": parts[2],
+                   "memory_total_mb": int(parts[3]) if parts[3].isdigit() else None}
+            if gpu["memory_total_mb"] is None:
+                gpu["memory_note"] = f"{MEMORY_NOT_REPORTED} (memory.total reads {parts[3]!r})"
+            gpus.append(gpu)
     driver = gpus[0]["driver_version"] if gpus else None
     return {"present": True, "driver_version": driver, "gpus": gpus}
 

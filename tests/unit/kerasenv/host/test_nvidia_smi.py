@@ -28,6 +28,7 @@ TABLES = {  # scenario: (driver, CUDA, GPU count, first GPU name, first GPU MiB)
     "mig-a100x2-535": ("535.129.03", "12.2", 2, "NVIDIA A100-PCIE-40GB", 40960),
     "mig-no-slices-535": ("535.104.05", "12.2", 1, "NVIDIA A100-SXM4-80GB", 81920),
     "gb10-580": ("580.126.09", "13.0", 1, "NVIDIA GB10", None),  # DGX Spark (arm64): memory "Not Supported"
+    "gb200-580": ("580.126.20", "13.0", 1, "NVIDIA GB200", 189471),  # one GB200 of a Grace tray, in a pod
     # A real capture: the lent H200 machine, by kerasenv gpu-host-check (2026-12-04).
     "h200-580": ("580.159.04", "13.0", 1, "NVIDIA H200", 143771),
 }
@@ -86,6 +87,7 @@ def test_errors_are_classified(scenario, needle):
     ("NVIDIA H100 80GB HBM3", "9.0"), ("NVIDIA GH200 480GB", "9.0"), ("NVIDIA A100-SXM4-80GB", "8.0"),
     ("Tesla V100-SXM2...", "7.0"), ("Tesla T4", "7.5"), ("NVIDIA L4", "8.9"), ("NVIDIA A10G", "8.6"),
     ("NVIDIA GeForce RTX 4090", "8.9"), ("NVIDIA A40", "8.6"), ("NVIDIA GeForce ...", None),
+    ("NVIDIA GB10", "12.1"), ("NVIDIA GB200", "10.0"),
 ])
 def test_compute_capability_from_name(name, cc):
     assert nvidia_smi.compute_capability_from_name(name) == cc
@@ -114,3 +116,38 @@ def test_list_gives_uuids_and_the_mig_devices_under_their_gpu():
                               nvidia_smi.parse_query_csv((FIXTURES / "mig-a100-80gb-list" / "query-gpu.csv").read_text()),
                               None, (FIXTURES / "mig-a100-80gb-list" / "list.txt").read_text())
     assert merged.gpus[0].uuid.startswith("GPU-4101") and len(merged.mig) == 4 and merged.mig_enabled() == [0]
+
+
+# --- unified memory (GB10) -------------------------------------------------------------------
+
+@pytest.mark.parametrize("scenario, unified", [
+    ("gb10-580", [0]),  # DGX Spark (a capture): GB10, memory "Not Supported"
+    ("gh200-550", []),  # GH200 (a simulator's): its HBM is reported, the Grace LPDDR5x is extra
+    ("gb200-580", []),  # GB200 (a capture): HBM reported
+    ("h200-580", []),
+])
+def test_a_unified_memory_gpu_is_the_gb10_whose_memory_the_driver_does_not_report(scenario, unified):
+    host = nvidia_smi.parse_table((FIXTURES / scenario / "nvidia-smi.txt").read_text())
+    host = nvidia_smi.merge(host, None, None)  # the compute capability from the name table
+    assert host.unified_memory() == unified
+
+
+def test_both_signs_are_needed_for_unified_memory():
+    """The model alone (a GB10 whose driver one day reports memory) or a missing reading alone
+    (a discrete GPU on an old nvidia-smi) is not unified memory."""
+    assert nvidia_smi.Gpu(0, "NVIDIA GB10", memory_mib=None, compute_capability="12.1").unified_memory
+    assert nvidia_smi.Gpu(0, "NVIDIA GB10", memory_mib=None).unified_memory  # by name, cc unknown
+    assert not nvidia_smi.Gpu(0, "NVIDIA GB10", memory_mib=122000, compute_capability="12.1").unified_memory
+    assert not nvidia_smi.Gpu(0, "NVIDIA GB100", memory_mib=None).unified_memory
+    assert not nvidia_smi.Gpu(0, "NVIDIA GeForce ...", memory_mib=None, compute_capability="8.6").unified_memory
+    assert nvidia_smi.HostGpus(present=True, error="x", gpus=[nvidia_smi.Gpu(0, "NVIDIA GB10")]).unified_memory() == []
+
+
+def test_a_csv_memory_placeholder_leaves_the_memory_unknown():
+    """How GB10's --query-gpu reads memory.total was not seen: "[N/A]" is the driver's
+    placeholder for a value it cannot give (gpu_sampler's list), so it is read as unknown."""
+    rows = nvidia_smi.parse_query_csv("index, name, driver_version, memory.total [MiB], compute_cap\n"
+                                      "0, NVIDIA GB10, 580.126.09, [N/A], 12.1\n")
+    host = nvidia_smi.merge(nvidia_smi.HostGpus(present=True, driver_version="580.126.09"), rows, None)
+    assert host.gpus[0].memory_mib is None and host.gpus[0].compute_capability_source == "nvidia-smi"
+    assert host.unified_memory() == [0]

@@ -238,19 +238,141 @@ def test_every_shape_line_is_in_the_json_report(real_matrix, monkeypatch):
 
 
 # --- arm64 (Grace) ---------------------------------------------------------------------------
+# GB10 / DGX Spark: a capture (ArcticTraining#345); GH200: a simulator's (SIMULATED); GB200: a
+# capture inside a pod on a Grace tray (SOURCES.md). The host's CPU is set to aarch64 here: the
+# recordings are nvidia-smi's only.
 
-@pytest.mark.parametrize("smi", ["gb10-580", "gh200-550"])  # DGX Spark (a capture); GH200 (a simulator's)
-def test_on_an_arm64_host_every_image_is_refused_by_name_and_none_is_recommended(real_matrix, monkeypatch, smi):
+ARM64_IMAGES = ("jax0.12-cuda12.9", "torch2.15-cuda13.2")
+MEM_FRACTION = "XLA_PYTHON_CLIENT_MEM_FRACTION=0.5"
+
+
+def arm64_host(monkeypatch, smi: str, **kwargs) -> doctor.HostFacts:
     from dataclasses import replace
 
-    facts = replace(host(monkeypatch, smi), machine="aarch64")
-    report = doctor.judge(facts, real_matrix)
+    return replace(host(monkeypatch, smi, **kwargs), machine="aarch64")
+
+
+def with_arm64_kernels(matrix, variant_id: str, sass: tuple[str, ...] | None, ptx: tuple[str, ...] = ()):
+    """The matrix with `variant_id`'s arm64 kernel record replaced (CONSTRUCTED, as the test says
+    why), or removed (sass None: not recorded yet), so the verdicts are tested apart from what
+    images/<id>/kernel-targets-arm64.json holds today."""
+    from dataclasses import replace
+
+    from kerasenv.matrix.kernel_targets import KernelTargets
+
+    v = matrix.get(variant_id)
+    targets = None if sass is None else KernelTargets(v.backend, v.framework_version, sass, ptx)
+    return replace(matrix, variants=tuple(replace(x, recorded_kernels_arm64=targets) if x is v else x
+                                          for x in matrix.variants))
+
+
+def test_the_matrix_has_the_arm64_images_these_tests_judge(real_matrix):
+    assert tuple(v.id for v in real_matrix.variants if "linux/arm64" in v.platforms) == ARM64_IMAGES
+
+
+@pytest.mark.parametrize("smi", ["gb10-580", "gh200-550", "gb200-580"])
+def test_on_an_arm64_host_the_amd64_only_images_fail_in_one_line_naming_the_arm64_image(real_matrix, monkeypatch,
+                                                                                       smi):
+    report = doctor.judge(arm64_host(monkeypatch, smi), real_matrix)
     arch = line(report, "architecture")
-    assert arch.status == FAIL and "linux/amd64 only" in arch.message and "exec format error" in arch.message
-    assert "nvcr.io/nvidia/jax" in arch.fix and "gpu-host-check" in arch.fix
+    assert arch.status == PASS and "NVIDIA Grace" in arch.message
+    assert "linux/arm64 images: jax0.12-cuda12.9, torch2.15-cuda13.2" in arch.message
+    assert "tensorflow/tensorflow#121157" in arch.message
     v = verdicts(report)
-    assert all(c.status == FAIL for c in v.values())
-    assert "tensorflow/tensorflow#121157" in v["tf2.21-cuda12.9"].message  # TF's aarch64 wheel: CPU-only
+    for vid, check in v.items():
+        if vid in ARM64_IMAGES:
+            continue
+        assert check.status == FAIL and check.message.startswith("linux/amd64 only (aarch64 host): "), vid
+        assert "\n" not in check.message + check.fix
+    tf = v["tf2.21-cuda12.9"]
+    assert tf.message.endswith("TensorFlow's aarch64 wheel is CPU-only (tensorflow/tensorflow#121157)")
+    assert tf.fix == "use kerasenv:jax0.12-cuda12.9 or kerasenv:torch2.15-cuda13.2 (Keras 3 on JAX or PyTorch)"
+    assert v["jax0.12-cpu"].message.endswith("no linux/arm64 image of it")
+    assert v["jax0.12-cpu"].fix == "use kerasenv:jax0.12-cuda12.9, its backend's linux/arm64 image"
+    assert "without a GPU it trains on the CPU" in v["tf2.21-cpu"].fix
+    assert v["tf2.17-rocm6.3"].status == FAIL
+    assert report.recommended in ARM64_IMAGES and report.gpu_usable
+
+
+def test_gh200_on_550_runs_the_jax_image_and_not_pytorchs_cuda_13(real_matrix, monkeypatch):
+    """GH200 (sm_90) with driver 550: PyTorch cu132 needs >= 580; JAX's CUDA 12.9 plugin loads from
+    525 and runs under minor-version compatibility, with native sm_90 kernels."""
+    report = doctor.judge(arm64_host(monkeypatch, "gh200-550"), real_matrix)
+    v = verdicts(report)
+    torch = v["torch2.15-cuda13.2"]
+    assert torch.status == FAIL and "driver 550.127.05 is older than 580.65.06" in torch.message
+    assert "jax0.12-cuda12.9 runs on it, with native kernels for this GPU" in torch.message
+    assert v["jax0.12-cuda12.9"].status == PASS and "minor-version compatibility" in v["jax0.12-cuda12.9"].message
+    assert report.recommended == "jax0.12-cuda12.9" and report.gpu_usable
+    # HBM is reported: no unified-memory line, no memory setting
+    assert "unified-memory" not in [c.name for c in report.host]
+    assert MEM_FRACTION not in doctor.format_text(report)
+
+
+def test_gb10_gets_native_kernels_from_both_arm64_images_and_pytorchs_warning_is_called_a_false_alarm(
+        real_matrix, monkeypatch):
+    """GB10 (sm_121, driver 580): JAX's sm_120 SASS runs there (same major, lower minor), PyTorch's
+    aarch64 build has sm_121a; PyTorch warns "capability 12.1 not supported" (pytorch/pytorch#172629)."""
+    report = doctor.judge(arm64_host(monkeypatch, "gb10-580"), with_arm64_kernels(
+        real_matrix, "jax0.12-cuda12.9", ("sm_80", "sm_90", "sm_100", "sm_120"), ("compute_120",)))
+    v = verdicts(report)
+    torch = v["torch2.15-cuda13.2"]
+    assert torch.status == PASS and "native kernels in torch 2.15.0" in torch.message
+    assert "false alarm" in torch.message and "pytorch/pytorch#172629" in torch.message
+    jax = v["jax0.12-cuda12.9"]
+    assert jax.status == WARN and "native kernels in jax 0.12.0.1" in jax.message
+    # Both native, both on their wheels' own driver: the newer CUDA, as on amd64 Blackwell hosts.
+    assert report.recommended == "torch2.15-cuda13.2"
+
+
+def test_the_arm64_verdicts_use_the_arm64_images_kernels_not_the_amd64_ones(real_matrix, monkeypatch):
+    """CONSTRUCTED records: a PyTorch arm64 build without sm_12x code fails GB10 (no PTX either) and
+    the JAX image becomes the pick; without any arm64 record the kernels are "not checked" (a
+    WARN), never judged by the amd64 record, and no image counts as native."""
+    matrix = with_arm64_kernels(real_matrix, "torch2.15-cuda13.2", ("sm_80", "sm_90", "sm_100"))
+    report = doctor.judge(arm64_host(monkeypatch, "gb10-580"), matrix)
+    torch = verdicts(report)["torch2.15-cuda13.2"]
+    assert torch.status == FAIL and "carries no kernel it can run" in torch.message
+    assert torch.fix.startswith("use kerasenv:jax0.12-cuda12.9 (native kernels for it)")
+    assert report.recommended == "jax0.12-cuda12.9"
+
+    bare = with_arm64_kernels(with_arm64_kernels(real_matrix, "torch2.15-cuda13.2", None), "jax0.12-cuda12.9", None)
+    v = verdicts(doctor.judge(arm64_host(monkeypatch, "gh200-550"), bare))
+    assert v["jax0.12-cuda12.9"].status == WARN
+    assert "not recorded for its linux/arm64 image (kernel-targets-arm64.json)" in v["jax0.12-cuda12.9"].message
+    gb200 = verdicts(doctor.judge(arm64_host(monkeypatch, "gb200-580"), bare))["torch2.15-cuda13.2"]
+    assert gb200.status == WARN and "images/<id>/kernel-targets-arm64.json" in gb200.message
+
+
+def test_gb200_is_recommended_an_arm64_image_with_native_sm_100_kernels(real_matrix, monkeypatch):
+    report = doctor.judge(arm64_host(monkeypatch, "gb200-580"), real_matrix)
+    v = verdicts(report)
+    for vid in ARM64_IMAGES:
+        assert v[vid].status == PASS and "compute capability 10.0, Blackwell): native kernels" in v[vid].message
+    assert report.recommended in ARM64_IMAGES
+    assert "sm_100" in real_matrix.get(report.recommended).kernels_for("arm64").sass
+
+
+def test_an_arm64_host_without_a_gpu_trains_on_an_arm64_image(real_matrix, monkeypatch):
+    """No CPU-only image is built for arm64: the pick is a CUDA image, which trains on the CPU."""
+    report = doctor.judge(arm64_host(monkeypatch, "no-driver"), real_matrix)
+    assert report.recommended == "jax0.12-cuda12.9" and not report.gpu_usable
+    assert "no CPU-only linux/arm64 image: kerasenv:jax0.12-cuda12.9 trains on the CPU" in report.reason
+
+
+def test_on_an_amd64_host_the_architecture_line_names_the_arm64_images_too(real_matrix, monkeypatch):
+    arch = line(doctor.judge(host(monkeypatch, "a100-535"), real_matrix), "architecture")
+    assert arch.status == PASS and "jax0.12-cuda12.9, torch2.15-cuda13.2 also linux/arm64" in arch.message
+
+
+def test_without_arm64_images_an_arm64_host_is_refused_and_nothing_is_recommended(real_matrix, monkeypatch):
+    from dataclasses import replace
+
+    matrix = replace(real_matrix, variants=tuple(replace(v, arm64=None) for v in real_matrix.variants))
+    report = doctor.judge(arm64_host(monkeypatch, "gb10-580"), matrix)
+    arch = line(report, "architecture")
+    assert arch.status == FAIL and "exec format error" in arch.message and "nvcr.io/nvidia/jax" in arch.fix
+    assert all(c.status == FAIL for c in verdicts(report).values())
     assert report.recommended == "" and not report.gpu_usable
     assert doctor.format_text(report).splitlines()[-1].startswith("recommended: none (no kerasenv image for aarch64")
 
@@ -259,14 +381,54 @@ def test_the_gb10_is_read_as_compute_capability_121_and_its_memory_as_unknown(mo
     facts = host(monkeypatch, "gb10-580")
     (gpu,) = facts.nvidia.gpus
     assert (gpu.name, gpu.compute_capability, gpu.memory_mib) == ("NVIDIA GB10", "12.1", None)
+    assert gpu.unified_memory
 
 
-def test_auto_on_an_arm64_host_is_one_line_not_an_amd64_container(real_matrix, monkeypatch):
+def test_auto_on_an_arm64_host_picks_an_arm64_image(real_matrix, monkeypatch):
+    from kerasenv.host import variant_choice
+
+    for smi, expected in (("gb10-580", "torch2.15-cuda13.2"), ("gh200-550", "jax0.12-cuda12.9")):
+        facts = arm64_host(monkeypatch, smi)
+        monkeypatch.setattr(doctor, "gather", lambda client_factory: facts)
+        v, reason = variant_choice.recommended(real_matrix, object())
+        assert v.id == expected and "linux/arm64" in v.platforms, smi
+
+
+def test_auto_on_a_cpu_without_images_is_one_line_not_a_foreign_container(real_matrix, monkeypatch):
     from dataclasses import replace
 
     from kerasenv.host import variant_choice
 
-    facts = replace(host(monkeypatch, "gb10-580"), machine="aarch64")
+    facts = replace(host(monkeypatch, "gb10-580"), machine="riscv64")
     monkeypatch.setattr(doctor, "gather", lambda client_factory: facts)
-    with pytest.raises(UsageError, match="no image to pick: no kerasenv image for aarch64"):
+    with pytest.raises(UsageError, match="no image to pick: no kerasenv image for riscv64"):
         variant_choice.recommended(real_matrix, object())
+
+
+# --- unified memory (GB10) -------------------------------------------------------------------
+
+def test_gb10_says_its_memory_is_shared_and_which_setting_the_jax_image_gets(real_matrix, monkeypatch):
+    report = doctor.judge(arm64_host(monkeypatch, "gb10-580"), real_matrix)
+    memory = line(report, "unified-memory")
+    assert memory.status == INFO and "GPU 0 (NVIDIA GB10) shares the system's RAM" in memory.message
+    assert MEM_FRACTION in memory.message and "marin-community/marin#2142" in memory.message
+    assert "PennyLaneAI/pennylane-lightning#1357" in memory.message and '"not reported"' in memory.message
+    gpu = line(report, "gpu0")
+    assert "unified memory (shared with the CPU; not reported by the driver)" in gpu.message
+    jax = verdicts(report)["jax0.12-cuda12.9"]
+    assert jax.status == WARN and jax.message.startswith(f"works with {MEM_FRACTION}, which")
+    assert "set on a unified-memory GPU (GB10)" in jax.message and "75 %" in jax.message
+    assert f"pass `-e {MEM_FRACTION}` yourself (marin-community/marin#2142)" in jax.fix
+    # PyTorch grows its cache on demand: no setting, and the pick is unchanged by the JAX one.
+    assert MEM_FRACTION not in verdicts(report)["torch2.15-cuda13.2"].message
+
+
+def test_the_memory_setting_applies_to_jax_cuda_images_only_and_with_wsl2s_own(real_matrix, monkeypatch):
+    gb10 = host(monkeypatch, "gb10-580").nvidia
+    linux, wsl2 = wsl.detect(FIXTURES / "host-shapes" / "linux"), wsl.detect(FIXTURES / "host-shapes" / "wsl2")
+    jax = real_matrix.get("jax0.12-cuda12.9")
+    assert [s.assignment for s in shape_checks.settings(jax, linux, gb10)] == [MEM_FRACTION]
+    assert [s.assignment for s in shape_checks.settings(jax, wsl2, gb10)] == [ALLOCATOR, MEM_FRACTION]
+    assert shape_checks.settings(jax, linux, host(monkeypatch, "gh200-550").nvidia) == ()
+    for other in ("torch2.15-cuda13.2", "jax0.12-cpu", "tf2.21-cuda12.9"):
+        assert shape_checks.settings(real_matrix.get(other), linux, gb10) == ()

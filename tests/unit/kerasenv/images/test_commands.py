@@ -19,7 +19,7 @@ def made(monkeypatch):
     """(suite, tag) of each base base_offline.make was asked for (nothing is made)."""
     calls: list[tuple[str, str]] = []
 
-    def make(client, *, suite, tag=None, mirror=MIRROR, force=False, say=print):
+    def make(client, *, suite, tag=None, mirror=MIRROR, force=False, say=print, arch="amd64"):
         calls.append((suite, tag))
         return tag
 

@@ -21,7 +21,8 @@ def test_one_row_per_variant_in_matrix_order(real_matrix):
     assert len(body) == len(real_matrix.variants)
     for line, v in zip(body, real_matrix.variants):
         assert line.startswith(f"| `{v.id}`")
-        assert line.count(" | ") == 8
+        assert line.count(" | ") == 9
+        assert f" | {'amd64, arm64' if v.arm64 else 'amd64'} | " in line
 
 
 def test_rows_show_the_gpu_code_read_from_the_binaries(real_matrix):

@@ -135,8 +135,9 @@ def error_event(message):
 
 
 class FakeImage:
-    def __init__(self, labels=None):
+    def __init__(self, labels=None, arch="amd64"):
         self.labels, self.tags = labels or {}, []
+        self.attrs = {"Architecture": arch}
 
     def tag(self, repo, tag):
         self.tags.append(f"{repo}:{tag}")
@@ -381,3 +382,91 @@ def test_a_zstd_image_under_a_plain_tag_fails_on_docker_20_with_one_line(real_ma
 def test_pull_both_is_a_usage_error(real_matrix, cpu, slept):
     with pytest.raises(UsageError, match="choose gzip or zstd"):
         registry.pull(FakeClient([]), real_matrix, cpu, REG, "both", say=lambda m: None)
+
+
+# --- one tag, two architectures (issue 36) -----------------------------------------------------
+
+class TwoArchClient(FakeClient):
+    """A client with kerasenv:<id> (amd64) and, unless `arm64=False`, kerasenv:<id>-arm64."""
+
+    def __init__(self, outcomes, arm64=True):
+        super().__init__(outcomes)
+        client, images = self, {"amd64": FakeImage(arch="amd64"), "arm64": FakeImage(arch="arm64")}
+        self.by_arch = images
+
+        class Images:
+            def get(self, ref):
+                from docker.errors import ImageNotFound
+                if ref.endswith("-arm64"):
+                    if not arm64:
+                        raise ImageNotFound(ref)
+                    return images["arm64"]
+                return images["amd64"]
+
+            def push(self, repo, tag, stream, decode):
+                return client._next(("push", f"{repo}:{tag}"))
+
+        self.images = Images()
+
+
+@pytest.fixture
+def indexes(monkeypatch):
+    made: list[tuple[str, list[str], bool]] = []
+
+    def create(index_ref, sources, *, insecure):
+        made.append((index_ref, sources, insecure))
+        return "sha256:" + "e" * 64
+
+    monkeypatch.setattr(registry.index_mod, "create", create)
+    return made
+
+
+def test_a_variant_with_an_arm64_image_pushes_each_architecture_then_every_tag_as_an_index(real_matrix, slept, indexes):
+    v = real_matrix.get("torch2.15-cuda13.2")
+    client = TwoArchClient([ok_push(f"{v.id}-amd64"), ok_push(f"{v.id}-arm64")])
+    [transfer] = registry.push(client, real_matrix, v, "127.0.0.1:5000", say=lambda m: None)
+    repo = "127.0.0.1:5000/kerasenv"
+    assert client.calls == [("push", f"{repo}:{v.id}-amd64"), ("push", f"{repo}:{v.id}-arm64")]
+    assert [ref for ref, _, _ in indexes] == [f"{repo}:{t}" for t in registry.tags_mod.tags(real_matrix, v)]
+    assert all(sources == [f"{repo}:{v.id}-amd64", f"{repo}:{v.id}-arm64"] and insecure
+               for _, sources, insecure in indexes)
+    assert transfer.ref == f"{repo}:{v.id}" and transfer.digest == "sha256:" + "e" * 64
+
+
+def test_one_architecture_pushes_its_own_tag_and_no_index(real_matrix, slept, indexes):
+    v = real_matrix.get("jax0.12-cuda12.9")
+    client = TwoArchClient([ok_push(f"{v.id}-arm64")])
+    [transfer] = registry.push(client, real_matrix, v, "ghcr.io/me", say=lambda m: None, platform="linux/arm64")
+    assert client.calls == [("push", f"ghcr.io/me/kerasenv:{v.id}-arm64")] and indexes == []
+    assert transfer.ref == f"ghcr.io/me/kerasenv:{v.id}-arm64"
+
+
+def test_the_index_alone_pushes_no_image(real_matrix, slept, indexes):
+    v = real_matrix.get("jax0.12-cuda12.9")
+    client = TwoArchClient([], arm64=False)
+    registry.push(client, real_matrix, v, "ghcr.io/me", say=lambda m: None, index_only=True)
+    assert client.calls == [] and len(indexes) == len(registry.tags_mod.tags(real_matrix, v))
+    assert not indexes[0][2]  # ghcr.io speaks TLS
+
+
+def test_without_the_arm64_image_the_push_stops_before_sending_anything(real_matrix, slept, indexes):
+    v = real_matrix.get("jax0.12-cuda12.9")
+    client = TwoArchClient([], arm64=False)
+    with pytest.raises(registry.UsageError, match=r"kerasenv:jax0.12-cuda12.9-arm64 is not built here: run "
+                       r"`make build VARIANT=jax0.12-cuda12.9 PLATFORM=linux/arm64` first, or push one architecture"):
+        registry.push(client, real_matrix, v, "ghcr.io/me", say=lambda m: None)
+    assert client.calls == [] and indexes == []
+
+
+def test_a_single_architecture_variant_refuses_platform_and_index(real_matrix, cpu, slept):
+    for kwargs, flag in (({"platform": "linux/arm64"}, "--platform"), ({"index_only": True}, "--index")):
+        with pytest.raises(registry.UsageError, match=f"tf2.21-cpu has one architecture .*without {flag}"):
+            registry.push(FakeClient([]), real_matrix, cpu, "r", say=lambda m: None, **kwargs)
+
+
+def test_the_arm64_image_s_labels_are_checked_against_its_own(real_matrix):
+    v = real_matrix.get("torch2.15-cuda13.2")
+    arm = registry.labels_mod.static_labels(real_matrix, v, "arm64")
+    assert registry.stale_labels(real_matrix, v, arm, "arm64") == {}
+    stale = registry.stale_labels(real_matrix, v, arm)  # judged as the amd64 image: its evidence differs
+    assert "io.kerasenv.cuda-stack.source" in stale

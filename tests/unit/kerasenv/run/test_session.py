@@ -12,7 +12,7 @@ import pytest
 
 from kerasenv.engine import docker_client, gpu_request
 from kerasenv.errors import EXIT_OOM, UsageError
-from kerasenv.host import container_env, variant_choice
+from kerasenv.host import container_env, facts, nvidia_smi, variant_choice
 from kerasenv.run import runner
 from kerasenv.run import session
 
@@ -45,8 +45,10 @@ def docker(monkeypatch):
 @pytest.fixture
 def upstream(real_matrix):
     """The host recommends `recommend` (default: the CPU image); `built` records builds; its
-    file tree is `tree` (default: a plain Linux host; host-shapes/wsl2 for WSL2)."""
-    state = SimpleNamespace(recommend=real_matrix.default_cpu, built=[], tree=HOST_SHAPES / "linux")
+    file tree is `tree` (default: a plain Linux host; host-shapes/wsl2 for WSL2), its GPUs
+    `nvidia` (default: none; a replayed nvidia-smi fixture for a GB10)."""
+    state = SimpleNamespace(recommend=real_matrix.default_cpu, built=[], tree=HOST_SHAPES / "linux",
+                            nvidia=nvidia_smi.HostGpus(present=False))
     chooser = SimpleNamespace(AUTO=variant_choice.AUTO, named=variant_choice.named,
                               recommended=lambda matrix, client: (matrix.get(state.recommend), "the host's pick"))
     builder = SimpleNamespace(default_ca_cert=lambda explicit: None,
@@ -56,8 +58,8 @@ def upstream(real_matrix):
     # (Docker says no), the rest as Docker with the runtime hook takes it.
     gpus = SimpleNamespace(resolve=lambda client, v, spec, say=None: gpu_request.resolve(
         "none" if spec == "auto" else spec, v.family))
-    host_env = SimpleNamespace(apply=lambda v, env, say=lambda m: None: container_env.apply(v, env, say,
-                                                                                            root=state.tree))
+    host_env = SimpleNamespace(apply=lambda v, env, say=lambda m: None: container_env.apply(
+        v, env, say, root=state.tree, nvidia=state.nvidia))
     state.upstream = session.Upstream(chooser=chooser, builder=builder, gpus=gpus, host_env=host_env)
     return state
 
@@ -228,3 +230,28 @@ def test_on_wsl2_the_jax_smoke_and_lab_get_the_allocator_too(real_matrix, upstre
     assert smoke_call.env == {ALLOCATOR: "cuda_async"}
     assert lab_call.env[ALLOCATOR] == "cuda_async" and lab_call.env["JUPYTER_TOKEN"]
     assert capsys.readouterr().err.count(SAID) == 2
+
+
+# --- unified memory (GB10): JAX gets XLA_PYTHON_CLIENT_MEM_FRACTION=0.5 (marin-community/marin#2142)
+
+def test_on_a_gb10_run_smoke_and_lab_give_jax_half_the_memory_and_say_why(real_matrix, upstream, docker, tmp_path,
+                                                                          capsys, monkeypatch):
+    """The GB10's nvidia-smi is a capture (tests/fixtures/nvidia-smi/gb10-580)."""
+    from kerasenv.run import lab as lab_mod
+
+    monkeypatch.setenv("KERASENV_FIXTURE_HOST", "gb10-580")
+    upstream.nvidia = facts.probe_nvidia(str(REPO / "tests" / "fixtures" / "fake-nvidia-smi"))
+    session.run_workload(real_matrix, upstream.upstream, run(tmp_path, "jax0.12-cuda12.9"))
+    session.run_workload(real_matrix, upstream.upstream, smoke(tmp_path, variant_id="jax0.12-cuda12.9"))
+    monkeypatch.setattr(lab_mod, "announce", lambda *args, **kwargs: None)
+    session.run_lab(real_matrix, upstream.upstream, lab(variant_id="jax0.12-cuda12.9"))
+    session.run_workload(real_matrix, upstream.upstream,
+                         run(tmp_path, "jax0.12-cuda12.9", env=["XLA_PYTHON_CLIENT_MEM_FRACTION=0.7"]))
+    session.run_workload(real_matrix, upstream.upstream, run(tmp_path, "torch2.15-cuda13.2"))
+    run_call, smoke_call, lab_call, own_call, torch_call = docker.calls
+    for call in (run_call, smoke_call, lab_call):
+        assert call.env["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.5"
+    assert own_call.env == {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.7"} and torch_call.env == {}
+    said = [line for line in capsys.readouterr().err.splitlines() if "MEM_FRACTION" in line]
+    assert len(said) == 3 and all("NVIDIA GB10 shares the system's RAM" in line and "marin-community/marin#2142"
+                                  in line for line in said)

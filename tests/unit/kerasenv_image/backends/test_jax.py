@@ -37,6 +37,17 @@ def test_a_memory_limit_becomes_jaxs_memory_fraction_of_the_smallest_gpu():
     assert "not applied" in settings["memory_limit_note"] and "XLA_PYTHON_CLIENT_MEM_FRACTION" not in unknown
 
 
+def test_a_memory_limit_on_unified_memory_says_why_it_is_not_applied():
+    """GB10 (smoke.environment's reading: no memory.total, a note): no GPU total to take a
+    fraction of; the fraction kerasenv run set (XLA_PYTHON_CLIENT_MEM_FRACTION=0.5) stays."""
+    smi = {"present": True, "gpus": [{"index": "0", "name": "NVIDIA GB10", "memory_total_mb": None,
+                                      "memory_note": "unified memory: not reported by the driver (...)"}]}
+    environ = {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5"}
+    settings = jax_backend.prepare(args(memory_limit=8192), smi, environ)
+    assert settings["memory_limit_note"].startswith("--memory-limit not applied: unified memory: not reported")
+    assert environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.5"
+
+
 def test_logical_cpus_are_host_devices_and_the_images_xla_flags_stay():
     environ = {"XLA_FLAGS": "--xla_gpu_cuda_data_dir=/cuda --xla_force_host_platform_device_count=8"}
     jax_backend.prepare(args(logical_cpus=2), SMI, environ)
