@@ -191,8 +191,8 @@ def _cmd_base_offline(args, matrix: Matrix) -> int:
     arch = getattr(args, "platform", "linux/amd64").split("/")[1]
     bases = matrix.debian_bases  # name -> suite, as the builds look them up
     if arch != "amd64":
-        bases = {f"{v.base_image}-{arch}": v.debian_suite for v in matrix.variants
-                 if v.arm64 and v.debian_suite}
+        from .build import arm64_base
+        bases = {arm64_base(v.base_image): v.debian_suite for v in matrix.variants if v.arm64 and v.debian_suite}
     if args.suite:
         name = args.tag or next((b for b, s in bases.items() if s == args.suite),
                                 base_offline.default_tag(args.suite, arch))

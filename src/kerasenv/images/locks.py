@@ -214,22 +214,33 @@ def write_arm64(v: Variant, folder: Path, pins: dict[str, Pin]) -> Path:
     return path
 
 
+def _read_derived_lock(v: Variant, path: Path, reqs: list[str], stale: str) -> tuple[dict[str, Pin], list]:
+    """A lock made from the variant's own (the arm64 one, the JupyterLab one): its pins, or the
+    one problem that stops the check (missing, other inputs than `reqs`, unparsable)."""
+    if not path.exists():
+        return {}, [(path, f"missing; run `kerasenv lock {v.id}`")]
+    text = path.read_text(encoding="utf-8")
+    if f"# inputs: {' '.join(reqs)}" not in text.splitlines():
+        return {}, [(path, f"{stale}; run `kerasenv lock {v.id}`")]
+    try:
+        return parse(text), []
+    except ValueError as exc:
+        return {}, [(path, str(exc))]
+
+
 def check_arm64(v: Variant, folder: Path) -> list[tuple[Path, str]]:
     """The arm64 lock of a variant with an arm64 image: present, from the matrix's inputs, and at
     the amd64 lock's versions (tensorflow for tensorflow-cpu), so one tag holds one stack."""
     path = folder / ARM64_LOCK
     if not v.arm64:
         return [(path, "the variant has no arm64 image ([variant.arm64]); remove it")] if path.exists() else []
-    if not path.exists():
-        return [(path, f"missing; run `kerasenv lock {v.id}`")]
-    text = path.read_text(encoding="utf-8")
-    if f"# inputs: {' '.join(arm64_inputs(v))}" not in text.splitlines():
-        return [(path, f"locked from other inputs than the matrix; run `kerasenv lock {v.id}`")]
+    arm, problems = _read_derived_lock(v, path, arm64_inputs(v), "locked from other inputs than the matrix")
+    if problems:
+        return problems
     try:
-        arm = parse(text)
         amd = parse((folder / MAIN_LOCK).read_text(encoding="utf-8")) if (folder / MAIN_LOCK).exists() else {}
     except ValueError as exc:
-        return [(path, str(exc))]
+        return [(folder / MAIN_LOCK, str(exc))]
     want = {_arm64_swap(k): p.version for k, p in amd.items()}
     got = {k: p.version for k, p in arm.items()}
     if amd and got != want:
@@ -398,15 +409,10 @@ def write_jupyter(v: Variant, folder: Path, jupyterlab: str, pins: list[Pin]) ->
 def check_jupyter(v: Variant, folder: Path, jupyterlab: str) -> list[tuple[Path, str]]:
     """Problems with a variant's committed JupyterLab lock (empty: consistent)."""
     path = folder / JUPYTER_LOCK
-    if not path.exists():
-        return [(path, f"missing; run `kerasenv lock {v.id}`")]
-    text = path.read_text(encoding="utf-8")
-    if f"# inputs: {' '.join(jupyter_inputs(jupyterlab))}" not in text.splitlines():
-        return [(path, f"locked for another JupyterLab than the matrix's {jupyterlab}; run `kerasenv lock {v.id}`")]
-    try:
-        pins = parse(text)
-    except ValueError as exc:
-        return [(path, str(exc))]
+    pins, problems = _read_derived_lock(v, path, jupyter_inputs(jupyterlab),
+                                        f"locked for another JupyterLab than the matrix's {jupyterlab}")
+    if problems:
+        return problems
     problems = [(path, f"{p.name} has no --hash") for p in pins.values() if not p.hashes]
     base = variant_pins(folder)
     problems += [(path, f"{p.name} is pinned by the variant's own lock too; run `kerasenv lock {v.id}`")

@@ -310,12 +310,7 @@ def push(client, matrix: Matrix, v: Variant, registry: str, compression: str = c
             tag = index_mod.arch_tag(base, arch)
             what = f"push {repo}:{tag}"
             if comp == compression_mod.GZIP:
-                image.tag(repo, tag)
-                digest, _, _ = _with_retries(
-                    lambda tag=tag, what=what: _transfer(
-                        lambda: client.images.push(repo, tag=tag, stream=True, decode=True), say, what),
-                    what=what, action="push", registry=registry, ref=f"{repo}:{tag}", variant_id=v.id,
-                    say=say, policy=policy)
+                digest, _, _ = _push_tag(client, image, repo, tag, registry, v, say, policy)
             else:
                 say(f"  {what}: recompressing {image.tags[0] if image.tags else arch} to zstd with skopeo")
                 compression_mod.push_zstd(v.platform_ref(f"linux/{arch}"), f"{repo}:{tag}")
@@ -334,6 +329,16 @@ def push(client, matrix: Matrix, v: Variant, registry: str, compression: str = c
     return transfers
 
 
+def _push_tag(client, image, repo: str, tag: str, registry: str, v: Variant, say,
+              policy: RetryPolicy) -> tuple[str | None, int, int]:
+    """Tag the local image as repo:tag and push it through the daemon (gzip), with retries."""
+    image.tag(repo, tag)
+    what = f"push {repo}:{tag}"
+    return _with_retries(
+        lambda: _transfer(lambda: client.images.push(repo, tag=tag, stream=True, decode=True), say, what),
+        what=what, action="push", registry=registry, ref=f"{repo}:{tag}", variant_id=v.id, say=say, policy=policy)
+
+
 def _push_single(client, matrix: Matrix, v: Variant, registry: str, compression: str, say,
                  policy: RetryPolicy) -> list[Transfer]:
     from docker.errors import ImageNotFound
@@ -350,13 +355,7 @@ def _push_single(client, matrix: Matrix, v: Variant, registry: str, compression:
         started = time.monotonic()
         digest, sent, skipped = None, 0, 0
         for tag in gzip_tags:
-            image.tag(repo, tag)
-            what = f"push {repo}:{tag}"
-            d, s, k = _with_retries(
-                lambda tag=tag, what=what: _transfer(
-                    lambda: client.images.push(repo, tag=tag, stream=True, decode=True), say, what),
-                what=what, action="push", registry=registry, ref=f"{repo}:{tag}", variant_id=v.id,
-                say=say, policy=policy)
+            d, s, k = _push_tag(client, image, repo, tag, registry, v, say, policy)
             digest = digest or d
             sent, skipped = sent + s, skipped + k
         say(f"pushed {repo}:{v.id} ({', '.join(gzip_tags[1:])}) digest {digest}")
