@@ -192,7 +192,7 @@ test: test-prereqs ## everything: prerequisites, drift check, lint, build every 
 	@if [ -s $(TEST_FAILURES) ]; then echo "make test: FAILED: $$(paste -sd, $(TEST_FAILURES) | sed 's/,/, /g')" >&2; rm -f $(TEST_FAILURES); exit 1; fi
 	@echo "make test: every step passed"
 
-# --- make test's three lanes, run side by side by `make -j3` ---------------------------------
+# --- make test's lanes, run side by side by `make -j4`: three amd64 lanes, then the arm64 images ---
 # The build lane builds every Debian-based variant, one after the other, then runs the
 # integration tests (the images they use: IMAGES_FOR_INTEGRATION below). Two test lanes take
 # the built variants in turn (the first every other variant from the first, the second from the
@@ -230,15 +230,25 @@ giver_of = $(strip $(foreach p,$(CUDA_LAYER_HANDOVER),$(if $(filter $(1),$(word 
 # later `make test` builds the dropped ones again.
 kept_refs = $(if $(filter all,$(KEEP_IMAGES)),,$(foreach i,$(KEEP_IMAGES),$(i) $(i)-jupyter))
 dropping = $(if $(filter all,$(KEEP_IMAGES)),,$(DROP_TESTED_IMAGES))
-IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cpu-jupyter tf2.21-cuda12.9 jax0.12-cpu jax0.12-cpu-jupyter \
-	jax0.12-cuda12.9 torch2.15-cuda13.2 tf2.15-cuda12.2
+IMAGES_FOR_INTEGRATION := tf2.21-cpu tf2.21-cpu-jupyter tf2.21-cuda12.9 jax0.12-cpu jax0.12-cpu-jupyter
+# The integration tests that need one other variant's image run in that variant's test lane,
+# right after its acceptance run (`pytest tests/integration --lane-image <id>`: the tests marked
+# lane_image(<id>)), and the image goes then: held to the end, the PyTorch, JAX GPU and Keras 2
+# images were 16 GB of the peak while the integration tests pushed and exported images beside
+# them, and the CI run of 5f1a731 ran out of disk there (37 GB free on that machine).
+# (Read from the markers' literal ids; a unit test compares it with what pytest collects.)
+LANE_IMAGE_VARIANTS := $(sort $(shell sed -n 's/.*lane_image("\([^"]*\)").*/\1/p' tests/integration/*.py))
+# A build waits up to this long for the disk it needs (`kerasenv build --wait-for-disk`) while
+# the other lanes drop the images they are done with, rather than fill a machine with less free
+# disk than the last one: what is free on a shared CI machine varies from run to run.
+DISK_WAIT_S ?= 1200
 # The integration tests the test lane runs, after the last acceptance run, rather than the
 # build lane after the builds (the acceptance runs ended about 200 s before the integration
 # tests did). Only tests that may run beside the others: they use neither of the images the
 # registry test untags and pulls back (jax0.12-cpu), and their containers carry no
 # io.kerasenv.kind, which the build lane's `make clean` would remove (test_podman's run in Podman's
 # own storage, which `make clean` does not see).
-INTEGRATION_IN_TEST_LANE := tests/integration/test_gpu_host_check.py tests/integration/test_broken_gpu_libraries.py tests/integration/test_rocm_container_args.py tests/integration/test_gpu_routes.py tests/integration/test_podman.py
+INTEGRATION_IN_TEST_LANE := tests/integration/test_gpu_host_check.py tests/integration/test_rocm_container_args.py tests/integration/test_gpu_routes.py tests/integration/test_podman.py
 TEST_FAILURES := .test-failures
 # Lane steps that are not a variant's (run by test-lanes, not on their own):
 unit_step := test-unit-lane-step
@@ -251,49 +261,52 @@ define test_lane_steps
 # $(1): the variant, $(2): the one before it in LANE_VARIANTS (empty for the first), $(3): the
 # one two before it (the previous of its test lane; empty for the first two)
 test-build-$(1): $(if $(2),test-build-$(2)) venv
-	$$(call timed,build $(1)) $$(KERASENV) build $(1) $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT) $(cache_givers)),,--drop-build-cache) $$(call record_failure,build $(1))
+	$$(call timed,build $(1)) $$(KERASENV) build $(1) $$(build_flags) --wait-for-disk $$(DISK_WAIT_S) $(if $(filter $(1),$(BUILD_CACHE_KEPT) $(cache_givers)),,--drop-build-cache) $$(call record_failure,build $(1))
 	$(if $(call giver_of,$(1)),$$(KERASENV) drop-build-cache $(call giver_of,$(1)) $$(call record_failure,drop the build cache of $(call giver_of,$(1))))
 test-accept-$(1): test-build-$(1) $(if $(3),test-accept-$(3))
-	$$(call timed,build $(1)-jupyter) $$(KERASENV) build $(1) --jupyter-only $$(build_flags) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1)-jupyter)
+	$$(call timed,build $(1)-jupyter) $$(KERASENV) build $(1) --jupyter-only $$(build_flags) --wait-for-disk $$(DISK_WAIT_S) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1)-jupyter)
 	$$(call timed,acceptance $(1)) $$(VENV)/bin/pytest smoke_tests --variant $(1) $$(PYTEST_ARGS) $$(call record_failure,acceptance $(1))
+	$(if $(filter $(1),$(LANE_IMAGE_VARIANTS)),$$(call timed,integration tests of $(1)) $$(VENV)/bin/pytest tests/integration -m docker --lane-image $(1) $$(PYTEST_ARGS) $$(call record_failure,integration tests of $(1)))
 	$(if $(filter-out $(IMAGES_FOR_INTEGRATION) $(kept_refs),$(1)-jupyter $(1)),$$(if $$(dropping),docker rmi $(addprefix kerasenv:,$(filter-out $(IMAGES_FOR_INTEGRATION) $(kept_refs),$(1)-jupyter $(1))) >/dev/null $$(call record_failure,drop images of $(1))))
 endef
 $(foreach i,$(shell seq $(words $(LANE_VARIANTS))),$(eval $(call test_lane_steps,$(word $(i),$(LANE_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(LANE_VARIANTS))),$(if $(filter 1 2,$(i)),,$(word $(shell expr $(i) - 2),$(LANE_VARIANTS))))))
-# The arm64 images (issue 36; [variant.arm64] in the matrix), in a lane of their own: built on this
-# amd64 machine (pip natively, the rest under qemu: scripts/arm64-emulation.sh), then only the cheap,
-# decisive checks run under emulation (the `arm64_ci` marker of smoke_tests: labels, the venv's ELF
+# The last acceptance step of each test lane.
+last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(shell expr $(words $(LANE_VARIANTS)) - 1),$(LANE_VARIANTS)))
+# The arm64 images (issue 36; [variant.arm64] in the matrix), last: built on this amd64 machine
+# (pip natively, the rest under qemu: scripts/arm64-emulation.sh), then only the cheap, decisive
+# checks run under emulation (the `arm64_ci` marker of smoke_tests: labels, the venv's ELF
 # machine, pip check, what the backend loads and ptxas, the kernel-target record, a small smoke
 # training as an arbitrary UID on a read-only root); the full acceptance suite on arm64 runs on
 # demand (`make test-acceptance VARIANT=... PLATFORM=linux/arm64`) and on native arm64 runners in the
-# GitHub workflow. Their builder stages go with each build (nothing rebuilds them), and with
-# DROP_TESTED_IMAGES the image once checked.
+# GitHub workflow. Two chains: the builds one after the other, and the checks of each built image
+# (the next build beside the last image's checks: one core each). Their builder stages go with
+# each build (nothing rebuilds them), and with DROP_TESTED_IMAGES the image once checked.
+# They start once every amd64 step is done: beside the amd64 lanes (the first try) they took
+# 1.3-1.9x off every amd64 step and put an arm64 build (twice its 8 GB at once) on top of the
+# integration tests' disk peak, where the CI run of 5f1a731 ran out of disk.
 ARM64_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^\[variant\.arm64\]/{print id}' images/matrix.toml)
-# The lane starts once the first amd64 build is done (the unit tests and that build fill both cores
-# before), so that its emulated work mostly runs beside the builds and acceptance runs, which leave
-# a core idle much of the time, rather than beside the integration tests at the end.
-ARM64_AFTER := test-build-$(word 1,$(LANE_VARIANTS))
+ARM64_AFTER := $(last_accepts) $(integration_step) $(integration_test_lane_step)
 define arm64_steps
 # $(1): the variant, $(2): the arm64 variant before it (empty for the first)
-test-arm64-$(1): $(if $(2),test-arm64-$(2),$(ARM64_AFTER)) venv
-	$$(call timed,build $(1)-arm64) $$(KERASENV) build $(1) --platform linux/arm64 $$(build_flags) --drop-build-cache $$(call record_failure,build $(1)-arm64)
+test-arm64-build-$(1): $(if $(2),test-arm64-build-$(2),$(ARM64_AFTER)) venv
+	$$(call timed,build $(1)-arm64) $$(KERASENV) build $(1) --platform linux/arm64 $$(build_flags) --wait-for-disk $$(DISK_WAIT_S) --drop-build-cache $$(call record_failure,build $(1)-arm64)
+test-arm64-$(1): test-arm64-build-$(1) $(if $(2),test-arm64-$(2))
 	$$(call timed,acceptance $(1)-arm64 (arm64_ci checks)) $$(VENV)/bin/pytest smoke_tests --image kerasenv:$(1)-arm64 -m arm64_ci $$(PYTEST_ARGS) $$(call record_failure,arm64 checks $(1))
 	$$(if $$(dropping),docker rmi kerasenv:$(1)-arm64 >/dev/null $$(call record_failure,drop the arm64 image of $(1)))
 endef
 $(foreach i,$(shell seq $(words $(ARM64_VARIANTS))),$(eval $(call arm64_steps,$(word $(i),$(ARM64_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(ARM64_VARIANTS))))))
 arm64_last := $(if $(ARM64_VARIANTS),test-arm64-$(lastword $(ARM64_VARIANTS)))
 
-# The last acceptance step of each test lane.
-last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(shell expr $(words $(LANE_VARIANTS)) - 1),$(LANE_VARIANTS)))
 
-test-lanes: $(last_accepts) $(integration_step) $(integration_test_lane_step) $(arm64_last) ## what `make test` runs after lint, in three lanes (use `make -j3 test-lanes`): builds, and the tests of each built image
+test-lanes: $(last_accepts) $(integration_step) $(integration_test_lane_step) $(arm64_last) ## what `make test` runs after lint (use `make -j4 test-lanes`): builds, the tests of each built image, then the arm64 images
 
 # The integration tests close the build lane: once every image is built they run beside the
 # acceptance runs still going (they need IMAGES_FOR_INTEGRATION, and
 # each suite labels its containers as its own session's).
-$(integration_step): test-build-$(lastword $(LANE_VARIANTS))
-	$(call timed,integration tests) $(VENV)/bin/pytest tests -m docker $(addprefix --ignore=,$(INTEGRATION_IN_TEST_LANE)) $(PYTEST_ARGS) $(call record_failure,integration tests (pytest tests -m docker))
+$(integration_step): test-build-$(lastword $(LANE_VARIANTS)) $(addprefix test-accept-,$(LANE_IMAGE_VARIANTS))
+	$(call timed,integration tests) $(VENV)/bin/pytest tests -m 'docker and not lane_image' $(addprefix --ignore=,$(INTEGRATION_IN_TEST_LANE)) $(PYTEST_ARGS) $(call record_failure,integration tests (pytest tests -m docker))
 $(integration_test_lane_step): $(last_accepts)
-	$(call timed,integration tests (test lane)) $(VENV)/bin/pytest $(INTEGRATION_IN_TEST_LANE) -m docker $(PYTEST_ARGS) $(call record_failure,integration tests (test lane: $(notdir $(INTEGRATION_IN_TEST_LANE))))
+	$(call timed,integration tests (test lane)) $(VENV)/bin/pytest $(INTEGRATION_IN_TEST_LANE) -m 'docker and not lane_image' $(PYTEST_ARGS) $(call record_failure,integration tests (test lane: $(notdir $(INTEGRATION_IN_TEST_LANE))))
 
 # The tests that need no Docker open the test lane: they fill the time the first build takes.
 test-accept-$(firstword $(LANE_VARIANTS)): $(unit_step)

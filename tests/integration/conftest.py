@@ -21,13 +21,14 @@ REPO = Path(__file__).resolve().parents[2]
 # caches; the default GPU image's (its CUDA wheels a second time, 6.5 GB) goes once the JAX image
 # that shares its CUDA layer is built.
 BUILT_IN_TESTS = ("tf2.21-cpu", "jax0.12-cpu")
-# Every image (`kerasenv:<ref>`: a variant or its JupyterLab flavour) an integration test runs.
-# `make test DROP_TESTED_IMAGES=1` (what .ci/run does) removes every other image of a variant
-# once its acceptance run is over, since the integration tests never need it: a unit test checks
-# that each variant and flavour named under tests/integration/ is listed here, and the
-# Makefile's IMAGES_FOR_INTEGRATION equals it.
-IMAGES_FOR_INTEGRATION = ("tf2.21-cpu", "tf2.21-cpu-jupyter", "tf2.21-cuda12.9", "jax0.12-cpu", "jax0.12-cpu-jupyter",
-                          "jax0.12-cuda12.9", "torch2.15-cuda13.2", "tf2.15-cuda12.2")
+# Every image (`kerasenv:<ref>`: a variant or its JupyterLab flavour) the integration tests that
+# run after all builds use. `make test DROP_TESTED_IMAGES=1` (what .ci/run does) removes every
+# other image of a variant once its acceptance run is over, and the tests marked
+# lane_image(<id>) with it (they run then, in that variant's lane: `--lane-image <id>`). A unit
+# test checks that each variant and flavour named under tests/integration/ is listed here or
+# named by a lane_image marker of its file, and that the Makefile's IMAGES_FOR_INTEGRATION
+# equals this.
+IMAGES_FOR_INTEGRATION = ("tf2.21-cpu", "tf2.21-cpu-jupyter", "tf2.21-cuda12.9", "jax0.12-cpu", "jax0.12-cpu-jupyter")
 TEST_LABEL = "io.kerasenv.test"
 # This session's value of TEST_LABEL, so the leftover check sees this run's containers only.
 SESSION = uuid.uuid4().hex

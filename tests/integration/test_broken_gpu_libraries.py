@@ -59,7 +59,10 @@ def run_probe(docker, tag: str, *args: str) -> tuple[int, str, str]:
         container.remove(force=True)
 
 
-@pytest.mark.parametrize("broken_image", ["jax0.12-cuda12.9", "torch2.15-cuda13.2"], indirect=True)
+# Each image's case runs in its own test lane, right after its acceptance run (lane_image).
+@pytest.mark.parametrize("broken_image", [
+    pytest.param("jax0.12-cuda12.9", marks=pytest.mark.lane_image("jax0.12-cuda12.9")),
+    pytest.param("torch2.15-cuda13.2", marks=pytest.mark.lane_image("torch2.15-cuda13.2"))], indirect=True)
 def test_an_image_without_cudnn_fails_its_backends_check_naming_libcudnn(docker, matrix, broken_image):
     variant, tag = broken_image
     code, out, err = run_probe(docker, tag)

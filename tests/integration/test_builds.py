@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from .conftest import BUILT_IN_TESTS, kerasenv
 
 
@@ -35,6 +37,7 @@ def test_the_tensorflow_and_jax_cpu_images_share_their_base_layers(built_images,
     assert shared >= 2, "the TensorFlow and JAX CPU images no longer share their base layers"
 
 
+@pytest.mark.lane_image("jax0.12-cuda12.9")  # tf2.21-cuda12.9 is there too (IMAGES_FOR_INTEGRATION)
 def test_the_jax_and_default_gpu_images_store_their_cuda_layers_once(docker):
     """jax0.12-cuda12.9 pins exactly tf2.21-cuda12.9's CUDA wheels on the same base and Python, and
     `make test` builds it on the other's cached cuda-libs stage (CUDA_LAYER_HANDOVER): Debian,

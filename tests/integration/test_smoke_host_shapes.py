@@ -14,9 +14,10 @@ KERAS2 = "tf2.15-cuda12.2"
 
 
 @pytest.fixture(scope="module")
-def keras2_image(built_images, docker):
+def keras2_image(docker):
     """Built only when missing: `make test` built it already, and dropped its builder stages
-    (only the variants in BUILT_IN_TESTS keep them), so a rebuild here would start cold."""
+    (only the variants in BUILT_IN_TESTS keep them), so a rebuild here would start cold. The tests
+    on it run in its test lane, right after its acceptance run (lane_image), and need nothing else."""
     from docker.errors import ImageNotFound
 
     try:
@@ -59,12 +60,14 @@ def test_the_verdict_does_not_depend_on_the_batch_size(built_images, container, 
     assert report["training"]["steps_per_epoch"] == 32 and report["verdict"]["learned"]
 
 
+@pytest.mark.lane_image("tf2.15-cuda12.2")  # KERAS2
 def test_tf_keras_2_trains_two_replicas(keras2_image, container):
     status, report, err = report_of(container, keras2_image, "--logical-cpus", "2", run_id="k2")
     assert status == 0, err[-3000:]
     assert report["versions"]["keras"].startswith("2.") and report["training"]["replicas"] == 2
 
 
+@pytest.mark.lane_image("tf2.15-cuda12.2")  # KERAS2
 def test_tf_keras_2_multi_worker_trains_in_lockstep(keras2_image, docker, tmp_path):
     """Keras 2 spells the per-example reduction "none" and keeps LossScaleOptimizer under
     keras.mixed_precision: the custom loop handles both."""

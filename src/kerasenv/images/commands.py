@@ -54,6 +54,10 @@ def register(subparsers) -> None:
     s.add_argument("--drop-build-cache", action="store_true",
                    help="remove each build's builder-stage images once its image is built: about the image's "
                         "size again in disk; the next build of that variant starts cold")
+    s.add_argument("--wait-for-disk", type=float, default=0, metavar="SECONDS",
+                   help="when Docker's disk has less free than a build needs (about twice the image's size "
+                        "budget), wait up to SECONDS for it (other builds' images going) instead of only "
+                        "warning; `make test`'s lanes use it")
     s.set_defaults(handler=_cmd_build)
 
     s = subparsers.add_parser("drop-build-cache", help="remove the builder-stage images the last build of each "
@@ -133,9 +137,11 @@ def _cmd_lock(args, matrix: Matrix) -> int:
 
 
 def _cmd_build(args, matrix: Matrix) -> int:
-    from . import build
+    from . import build, disk
     from ..engine import docker_client
 
+    if args.wait_for_disk < 0:
+        raise UsageError(f"--wait-for-disk {args.wait_for_disk:g}: give seconds, 0 or more")
     if args.all:
         variants = matrix.debian_based
         if getattr(args, "platform", "linux/amd64") != "linux/amd64":
@@ -159,12 +165,17 @@ def _cmd_build(args, matrix: Matrix) -> int:
             raise UsageError("the arm64 images have no JupyterLab flavour: drop --jupyter")
         options["platform"] = args.platform
     results = []
+    say = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    platform = options.get("platform", "linux/amd64")
     for v in variants:
         built = []  # (tag, result)
         if not args.jupyter_only:
-            built.append((v.platform_ref(options.get("platform", "linux/amd64")),
-                          build.build(client, matrix, v, **options)))
+            ref = v.platform_ref(platform)
+            disk.ensure_room(client, ref, disk.build_need_bytes(v, platform), args.wait_for_disk, say)
+            built.append((ref, build.build(client, matrix, v, **options)))
         if (args.jupyter or args.jupyter_only) and v in matrix.with_jupyter():
+            need = disk.build_need_bytes(v, platform, jupyter_added_mb=matrix.jupyter.added_size_budget_mb)
+            disk.ensure_room(client, v.jupyter_ref, need, args.wait_for_disk, say)
             built.append((v.jupyter_ref, build.build(client, matrix, v, jupyter=True, **options)))
         for _, result in built if args.drop_build_cache else ():
             build.drop_build_cache(client, result, lambda line: print(line, file=sys.stderr))

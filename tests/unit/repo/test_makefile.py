@@ -6,6 +6,7 @@ import ast
 import os
 import re
 import subprocess
+import sys
 
 from ..conftest import REPO
 
@@ -193,7 +194,8 @@ def test_every_make_target_has_a_cheap_test_in_the_integration_suite():
 def test_images_dropped_after_acceptance_are_none_an_integration_test_runs(real_matrix):
     """DROP_TESTED_IMAGES removes a variant's image and flavour after its acceptance run unless
     IMAGES_FOR_INTEGRATION lists it: every variant and flavour the integration tests name must be
-    listed (named as `kerasenv:<ref>` or as a quoted variant id, e.g. in a parametrize list)."""
+    listed (named as `kerasenv:<ref>` or as a quoted variant id, e.g. in a parametrize list), or
+    be the image of a lane_image(<id>) marker of that file (run in its lane before the drop)."""
     conftest = (REPO / "tests" / "integration" / "conftest.py").read_text()
     listed = ast.literal_eval(re.search(r"^IMAGES_FOR_INTEGRATION = (.+?\))$", conftest, re.M | re.S).group(1))
     kept = re.search(r"^IMAGES_FOR_INTEGRATION := ((?:.*\\\n)*.*)$", MAKEFILE, re.M).group(1).replace("\\\n", " ").split()
@@ -203,8 +205,9 @@ def test_images_dropped_after_acceptance_are_none_an_integration_test_runs(real_
     named = set()
     for path in (REPO / "tests" / "integration").rglob("*.py"):
         text = path.read_text()
-        named |= {r for r in re.findall(r"kerasenv:([a-z0-9][a-z0-9._-]*)", text) if r in refs}
-        named |= {i for i in ids if f'"{i}"' in text}
+        in_file = {r for r in re.findall(r"kerasenv:([a-z0-9][a-z0-9._-]*)", text) if r in refs}
+        in_file |= {i for i in ids if f'"{i}"' in text}
+        named |= in_file - set(re.findall(r'lane_image\("([^"]+)"\)', text))
     assert named <= set(listed), sorted(named - set(listed))
     assert set(BUILT_IN_TESTS_OF(conftest)) <= set(listed)
     lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes", "DROP_TESTED_IMAGES=1"], cwd=REPO,
@@ -248,9 +251,9 @@ def test_the_integration_tests_run_once_each_split_between_the_lanes():
     lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes"], cwd=REPO, capture_output=True,
                            text=True, check=True, env=env).stdout
     in_test_lane = re.search(r"^INTEGRATION_IN_TEST_LANE := (.+)$", MAKEFILE, re.M).group(1).split()
-    build_lane = re.search(r"pytest tests -m docker (.*?)\s*\|\|", lanes).group(1).split()
+    build_lane = re.search(r"pytest tests -m 'docker and not lane_image' (.*?)\s*\|\|", lanes).group(1).split()
     assert build_lane == [f"--ignore={path}" for path in in_test_lane]
-    assert re.search(rf"pytest {re.escape(' '.join(in_test_lane))} -m docker\b", lanes)
+    assert re.search(rf"pytest {re.escape(' '.join(in_test_lane))} -m 'docker and not lane_image'", lanes)
     registry = (REPO / "tests" / "integration" / "test_registry.py").read_text()
     pushed = ast.literal_eval(re.search(r"^PUSHED = (.+)$", registry, re.M).group(1))
     untagged = (pushed,) if isinstance(pushed, str) else pushed
@@ -271,8 +274,35 @@ def test_make_test_keeps_only_the_default_images_unless_told_otherwise(real_matr
     final = re.search(r"^for ref in (.+?); do .*docker rmi", recipe, re.M).group(1).split()
     defaults = {f"kerasenv:{i}{s}" for i in (real_matrix.default_cpu, real_matrix.default_gpu) for s in ("", "-jupyter")}
     assert final and not set(final) & defaults
-    assert "kerasenv:jax0.12-cuda12.9" in final
+    assert "kerasenv:jax0.12-cpu" in final
     assert re.search(r"docker rmi kerasenv:\S+-arm64", recipe)
     everything = subprocess.run(["make", "--no-print-directory", "-n", "test", "KEEP_IMAGES=all"], cwd=REPO, env=env,
                                 capture_output=True, text=True, check=True).stdout
     assert "docker rmi" not in everything
+
+
+def test_lane_image_tests_run_in_their_variants_lane_before_its_image_goes(real_matrix):
+    """The tests marked lane_image(<id>) run right after <id>'s acceptance run, before its image
+    is dropped, and in none of the integration steps at the end (which run without that image)."""
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/integration", "--collect-only", "-q", "-m", "lane_image"],
+        cwd=REPO, capture_output=True, text=True)
+    assert collected.returncode == 0, collected.stdout[-2000:] + collected.stderr[-2000:]
+    marked = set()
+    for path in (REPO / "tests" / "integration").glob("*.py"):
+        marked |= set(re.findall(r'lane_image\("([^"]+)"\)', path.read_text()))
+    lane_variants = subprocess.run(["make", "--no-print-directory", "-s", "--eval", "lanes-of-images: ; @echo $(LANE_IMAGE_VARIANTS)",
+                                    "lanes-of-images"], cwd=REPO,
+                                   capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(lane_variants) == sorted(marked) and marked, (lane_variants, marked)
+    assert marked <= {v.id for v in real_matrix.debian_based}
+    assert re.search(r"(\d+)/\d+ tests collected", collected.stdout), collected.stdout[-500:]
+    steps = subprocess.run(["make", "--no-print-directory", "-n", "test-lanes", "DROP_TESTED_IMAGES=1"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    for v in marked:
+        run = next(n for n, line in enumerate(steps) if f"--lane-image {v} " in line)
+        accept = next(n for n, line in enumerate(steps) if f"smoke_tests --variant {v} " in line)
+        drop = next(n for n, line in enumerate(steps) if line.startswith("docker rmi") and f"kerasenv:{v} " in line + " ")
+        assert accept < run < drop, (v, accept, run, drop)
+    finals = [line for line in steps if "'integration tests" in line and "--lane-image" not in line]
+    assert len(finals) == 2 and all("-m 'docker and not lane_image'" in line for line in finals), finals
