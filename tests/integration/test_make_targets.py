@@ -527,7 +527,7 @@ def test_test_runs_prereqs_drift_check_lint_and_the_lanes():
     assert "bash scripts/test-prereqs.sh" in lines[0], ran(proc)
     assert re.search(r"kerasenv generate --check$", proc.stdout, re.M), ran(proc)
     assert re.search(r"make --no-print-directory lint$", proc.stdout, re.M), ran(proc)
-    assert re.search(r"make --no-print-directory -j3 --output-sync=line test-lanes$", proc.stdout, re.M), ran(proc)
+    assert re.search(r"make --no-print-directory -j4 --output-sync=line test-lanes$", proc.stdout, re.M), ran(proc)
     assert_files_exist(proc.stdout)
 
 
@@ -538,7 +538,18 @@ def test_test_lanes_build_accept_and_test(matrix):
     for v in matrix.debian_based:
         assert re.search(rf"^scripts/timed-step 'build {re.escape(v.id)}' ", proc.stdout, re.M), ran(proc)
     assert re.search(r"^scripts/timed-step 'unit tests' \.venv/bin/pytest tests -m 'not docker'", proc.stdout, re.M), ran(proc)
-    assert re.search(r"^scripts/timed-step 'integration tests' \.venv/bin/pytest tests -m docker\b", proc.stdout, re.M), ran(proc)
+    assert re.search(r"^scripts/timed-step 'integration tests' \.venv/bin/pytest tests -m 'docker and not lane_image'",
+                     proc.stdout, re.M), ran(proc)
+    # the tests that need one more variant's image run in that variant's lane, before it is dropped
+    lane_images = set(re.findall(r"pytest tests/integration -m docker --lane-image (\S+)", proc.stdout))
+    assert lane_images and lane_images <= {v.id for v in matrix.debian_based}, ran(proc)
+    steps = proc.stdout.splitlines()
+    for v in matrix.debian_based:
+        if v.arm64:  # the arm64 images after every amd64 step: a build, then its arm64_ci checks
+            build = next(i for i, line in enumerate(steps) if f"'build {v.id}-arm64'" in line)
+            checks = next(i for i, line in enumerate(steps) if f"smoke_tests --image kerasenv:{v.id}-arm64 -m arm64_ci" in line)
+            last_amd64 = max(i for i, line in enumerate(steps) if "'integration tests" in line)
+            assert last_amd64 < build < checks, ran(proc)
     assert_files_exist(proc.stdout)
 
 

@@ -278,6 +278,56 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     tag = v.jupyter_ref if jupyter else v.platform_ref(platform)
     name = tag.split(":", 1)[1]
     started = time.monotonic()
+
+    def run_build() -> tuple[str, list[str]]:
+        return _stream_build(client, folder, v, dockerfile, ca_pem, tag, name, no_cache, buildargs, progress)
+
+    try:
+        image_id, stage_images = run_build()
+    except BuildFailed as exc:
+        fresh = _archive_moved_state(exc, v, buildargs, debian_state)
+        if fresh is None:
+            raise
+        # The run's state (KERASENV_DEBIAN_UPDATES, read when `make test` started) is older
+        # than the archive now: Debian published in between, and apt only ever sees the newest.
+        # Build on the state read now; only this image's Debian layers differ from the ones
+        # built before it. An explicit --debian-updates is never replaced.
+        progress.note(f"{name}: Debian's archive published since its state was read "
+                      f"({buildargs['DEBIAN_UPDATES']}); building again on the state now: {fresh}")
+        buildargs["DEBIAN_UPDATES"] = fresh
+        image_id, stage_images = run_build()
+    image = client.images.get(image_id)
+    if arm and image.attrs.get("Architecture") != "arm64":
+        raise BuildFailed(f"building {name} gave a {image.attrs.get('Architecture')} image, not arm64")
+    result = BuildResult(v, image_id, image.attrs["Size"], time.monotonic() - started,
+                         tuple(dict.fromkeys(stage_images)))
+    record_stage_images(tag, result)
+    progress.note(f"built {tag}: {result.size_bytes / 1e9:.2f} GB "
+                  f"uncompressed, {result.seconds:.0f} s")
+    return result
+
+
+ARCHIVE_MOVED = "debian-updates.sh: Debian's archive is at"  # images/build/debian-updates.sh
+
+
+def _archive_moved_state(exc: BuildFailed, v: Variant, buildargs: dict, explicit: str | None) -> str | None:
+    """The archive's state now, when `exc` is debian-updates.sh refusing a state that came from
+    the run (not --debian-updates) and the archive has moved on since; else None."""
+    if explicit or "DEBIAN_UPDATES" not in buildargs or ARCHIVE_MOVED not in (exc.details or ""):
+        return None
+    from ..security import debian
+
+    fresh = debian.archive_state(v.debian_suite).label()
+    if fresh == buildargs["DEBIAN_UPDATES"]:
+        return None
+    _debian_states[v.debian_suite] = fresh
+    return fresh
+
+
+def _stream_build(client, folder: Path, v: Variant, dockerfile: str, ca_pem: bytes | None, tag: str,
+                  name: str, no_cache: bool, buildargs: dict, progress: "Progress") -> tuple[str, list[str]]:
+    """One docker build of `tag`, its steps shown on `progress`: the image id and the builder
+    stages' images; BuildFailed with the step and its last lines."""
     progress.start(name)
     tail: deque[str] = deque(maxlen=25)
     step = "(before the first step)"
@@ -319,15 +369,7 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
         progress.stop()
     if image_id is None:
         raise BuildFailed(f"building {name} ended without an image", details="\n".join(tail))
-    image = client.images.get(image_id)
-    if arm and image.attrs.get("Architecture") != "arm64":
-        raise BuildFailed(f"building {name} gave a {image.attrs.get('Architecture')} image, not arm64")
-    result = BuildResult(v, image_id, image.attrs["Size"], time.monotonic() - started,
-                         tuple(dict.fromkeys(stage_images)))
-    record_stage_images(tag, result)
-    progress.note(f"built {tag}: {result.size_bytes / 1e9:.2f} GB "
-                  f"uncompressed, {result.seconds:.0f} s")
-    return result
+    return image_id, stage_images
 
 
 def stage_record_path(tag: str) -> Path:

@@ -67,9 +67,12 @@ def ensure_room(client, ref: str, need: int, wait_s: float, say: Callable[[str],
     free = free_bytes(root)
     if free >= need:
         return True
-    short = f"{ref} needs about {need / GB:.1f} GB free on Docker's disk ({root}), {free / GB:.1f} GB is"
+
+    def short(after: str = "") -> str:
+        return f"{ref} needs about {need / GB:.1f} GB free on Docker's disk ({root}), {free / GB:.1f} GB is{after}"
+
     if wait_s > 0:
-        say(f"kerasenv build: {short}: waiting up to {wait_s:.0f} s for other builds' images to go")
+        say(f"kerasenv build: {short()}: waiting up to {wait_s:.0f} s for other builds' images to go")
         start = clock()
         while clock() - start < wait_s:
             sleep(POLL_S)
@@ -77,8 +80,7 @@ def ensure_room(client, ref: str, need: int, wait_s: float, say: Callable[[str],
             if free >= need:
                 say(f"kerasenv build: {ref}: {free / GB:.1f} GB free after {clock() - start:.0f} s, building")
                 return True
-        short = f"{ref} needs about {need / GB:.1f} GB free on Docker's disk ({root}), {free / GB:.1f} GB is " \
-                f"after {wait_s:.0f} s"
-    say(f"kerasenv build: warning: {short}: the build may fail with 'no space left on device'; "
+    waited = f" after {wait_s:.0f} s" if wait_s > 0 else ""
+    say(f"kerasenv build: warning: {short(waited)}: the build may fail with 'no space left on device'; "
         f"free some (`make clean-images`, `docker image prune`) or build fewer images at once")
     return False

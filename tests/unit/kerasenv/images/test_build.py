@@ -360,6 +360,71 @@ class FakeBuildClient:
         self.removed.append(image_id)
 
 
+class PublishedDuringTheRun(FakeBuildClient):
+    """The first build is refused by debian-updates.sh (Debian published after the run read its
+    state, as in the CI run of 82ccf55), the next one passes; `states` the DEBIAN_UPDATES of each."""
+
+    def __init__(self, moved_line: str) -> None:
+        super().__init__(STAGED_BUILD)
+        self.states, self._moved_line = [], moved_line
+
+    def build(self, **kwargs):
+        self.states.append(kwargs["buildargs"]["DEBIAN_UPDATES"])
+        if len(self.states) == 1:
+            yield {"stream": "Step 3/8 : RUN debian-updates.sh \"$DEBIAN_UPDATES\" ca-certificates\n"}
+            yield {"stream": self._moved_line + "\n"}
+            yield {"error": "The command '/bin/sh -c debian-updates.sh' returned a non-zero code: 1"}
+            return
+        yield from super().build(**kwargs)
+
+
+NOW = TRIXIE.replace("trixie-security@2026-12-02T23:13:44Z", "trixie-security@2026-12-04T11:02:09Z")
+MOVED = (f"debian-updates.sh: Debian's archive is at \"{NOW}\", the build was asked for \"{TRIXIE}\" "
+         "(it published in between): build again")
+
+
+@pytest.fixture
+def archive_now(monkeypatch):
+    from kerasenv.security import debian
+
+    reads = []
+
+    def archive_state(suite, *args, **kwargs):
+        reads.append(suite)
+        return debian.parse_label(NOW).of_suite(suite)
+
+    monkeypatch.setattr(debian, "archive_state", archive_state)
+    return reads
+
+
+def test_a_build_refused_because_debian_published_during_the_run_is_built_again_on_the_state_now(
+        real_matrix, archive_now):
+    v = dataclasses.replace(real_matrix.get(real_matrix.default_cpu), base_image="debian:trixie-slim")
+    client, out = PublishedDuringTheRun(MOVED), io.StringIO()
+    result = build.build(client, real_matrix, v, progress=build.Progress(out, live=False))
+    assert client.states == [TRIXIE, NOW] and archive_now == ["trixie"]
+    assert result.image_id == "sha256:d136583c0883"
+    assert "Debian's archive published since its state was read" in out.getvalue()
+    assert build._debian_states == {"trixie": NOW}  # what this process read, as debian_updates() keeps it
+
+
+def test_an_explicit_debian_state_is_never_replaced(real_matrix, archive_now):
+    v = dataclasses.replace(real_matrix.get(real_matrix.default_cpu), base_image="debian:trixie-slim")
+    client = PublishedDuringTheRun(MOVED)
+    with pytest.raises(BuildFailed):
+        build.build(client, real_matrix, v, progress=build.Progress(io.StringIO(), live=False),
+                    debian_state=TRIXIE)
+    assert client.states == [TRIXIE] and archive_now == []
+
+
+def test_another_build_failure_is_not_built_again(real_matrix, archive_now):
+    v = dataclasses.replace(real_matrix.get(real_matrix.default_cpu), base_image="debian:trixie-slim")
+    client = PublishedDuringTheRun("E: Unable to locate package nosuchpackage")
+    with pytest.raises(BuildFailed):
+        build.build(client, real_matrix, v, progress=build.Progress(io.StringIO(), live=False))
+    assert client.states == [TRIXIE] and archive_now == []
+
+
 def test_a_build_records_the_last_image_of_each_stage_before_the_final_one(real_matrix):
     client = FakeBuildClient(STAGED_BUILD)
     result = build.build(client, real_matrix, real_matrix.get("tf2.21-cpu"),
