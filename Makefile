@@ -6,6 +6,8 @@ SHELL := /bin/bash
 VARIANT    ?= $(shell sed -n 's/^default_gpu = "\(.*\)"/\1/p' images/matrix.toml)
 CPU_VARIANT := $(shell sed -n 's/^default_cpu = "\(.*\)"/\1/p' images/matrix.toml)
 GPU_VARIANT := $(shell sed -n 's/^default_gpu = "\(.*\)"/\1/p' images/matrix.toml)
+# The JAX CPU image (the multi-process benchmark), read from the matrix like the two defaults.
+JAX_CPU_VARIANT = $(firstword $(filter jax%-cpu,$(DEBIAN_VARIANTS)))
 # The images `make test` leaves behind (with their JupyterLab flavours): the defaults, which
 # `make smoke` and `kerasenv run auto` use; KEEP_IMAGES=all keeps every image it built.
 KEEP_IMAGES ?= $(CPU_VARIANT) $(GPU_VARIANT)
@@ -44,7 +46,7 @@ smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(B
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 platform_flag = $(if $(PLATFORM),--platform $(PLATFORM))
 
-.PHONY: arm64-emulation bench-profile shell lab lab-up build-jupyter sbom push pull multiworker train-multiworker bench-multiworker compose-plugin up tensorboard down test-acceptance test-acceptance-all test-image test-images doctor smoke smoke-gpu smoke-cpu run run-gpu run-cpu verify-gpu gpu-host-check bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
+.PHONY: arm64-emulation slurm-local bench-profile shell lab lab-up build-jupyter sbom push pull multiworker train-multiworker bench-multiworker compose-plugin up tensorboard down test-acceptance test-acceptance-all test-image test-images doctor smoke smoke-gpu smoke-cpu run run-gpu run-cpu verify-gpu gpu-host-check bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
@@ -68,6 +70,9 @@ base-offline: venv ## make the matrix's Debian base images locally with debootst
 
 arm64-emulation: ## let this amd64 machine run linux/arm64 programs: qemu-user-static >= 10 and its binfmt_misc entry (root)
 	bash scripts/arm64-emulation.sh
+
+slurm-local: ## a single-node Slurm on this machine (Debian's slurmctld, slurmd, munge; partition debug) for slurm/kerasenv-jax.sbatch (root)
+	bash scripts/slurm-local.sh
 
 generate: venv ## regenerate Dockerfiles and the README table from images/matrix.toml
 	$(KERASENV) generate
@@ -149,11 +154,12 @@ tensorboard: compose-plugin ## compose: TensorBoard alone over ./runs on 127.0.0
 down: compose-plugin ## compose: stop and remove the services (lab included)
 	$(compose_env) $(compose) --profile lab down --remove-orphans
 
-multiworker: venv ## train across WORKERS= containers (MultiWorkerMirroredStrategy) in VARIANT=
+multiworker: venv ## train across WORKERS= containers in VARIANT= (TF: MultiWorkerMirroredStrategy; JAX: keras.distribution; PyTorch: DDP under torchrun)
 	$(KERASENV) multiworker $(VARIANT) --workers $(WORKERS) $(if $(EPOCHS),-- --epochs $(EPOCHS))
 
-bench-multiworker: venv ## measure 2-worker samples/s against the single-container smoke run (CPU image; BENCH_ARGS=--rounds N)
+bench-multiworker: venv ## measure training across containers against one: TF 2 workers, JAX 1/2/4 processes (BENCH_ARGS=--rounds N)
 	$(VENV)/bin/python scripts/bench_multiworker.py --variant $(CPU_VARIANT) $(BENCH_ARGS)
+	$(VENV)/bin/python scripts/bench_multiworker.py --variant $(JAX_CPU_VARIANT) $(BENCH_ARGS)
 
 bench-profile: venv ## measure what the smoke's --profile costs: wall time with and without (CPU image; BENCH_ARGS=--rounds N)
 	$(VENV)/bin/python scripts/bench_profile_overhead.py --variant $(CPU_VARIANT) $(BENCH_ARGS)
@@ -161,7 +167,8 @@ bench-profile: venv ## measure what the smoke's --profile costs: wall time with 
 lint: venv ## hadolint every Dockerfile; validate compose files (Compose spec) and k8s manifests offline
 	$(VENV)/bin/hadolint images/*/Dockerfile images/*/jupyter.Dockerfile images/*/arm64.Dockerfile && echo "hadolint: $$(ls images/*/Dockerfile images/*/jupyter.Dockerfile images/*/arm64.Dockerfile | wc -l) Dockerfiles clean"
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose/*.yaml
-	$(VENV)/bin/kubernetes-validate --strict --quiet k8s/*.yaml
+	$(VENV)/bin/kubernetes-validate --strict --quiet $(filter-out %-jobset.yaml,$(wildcard k8s/*.yaml))
+	$(VENV)/bin/check-jsonschema --schemafile k8s/schemas/jobset.x-k8s.io_jobset_v1alpha2.json k8s/*-jobset.yaml
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 test-unit: venv ## unit tests only (no Docker)

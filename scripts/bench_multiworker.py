@@ -1,15 +1,26 @@
 #!/usr/bin/env python3
-"""Benchmark: 2-worker MultiWorkerMirroredStrategy vs the single-container smoke run,
-same image, same per-replica batch and samples, measured in one run (alternating).
+"""Benchmark: training across containers against the single-container smoke run, same image,
+same per-replica batch, measured in one run (the configurations alternate, round by round).
+
+TensorFlow (default tf2.21-cpu): 2 workers of MultiWorkerMirroredStrategy against 1.
+JAX (--variant jax0.12-cpu): 1, 2 and 4 processes of one keras.distribution job, one CPU device
+each (--cpu-devices 1), so each process trains the same batch and the global batch grows with
+them: the ratio is samples/s against one process, and what a step costs more than one process's
+step is everything running several processes adds (on one machine mostly their sharing its
+cores). What the gloo all-reduce itself costs per step is measured apart: the probe
+benchmarks/probes/jax_allreduce.py, run as a user's own script across the same processes, sums
+one vector of the smoke model's parameter count over them, as DataParallel does each step.
 
 Usage: .venv/bin/python scripts/bench_multiworker.py [--variant tf2.21-cpu] [--rounds 2]
-Writes benchmarks/results/multiworker-<variant>.json and prints a Markdown row.
+Writes benchmarks/results/multiworker-<variant>.json and prints Markdown rows.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -25,11 +36,72 @@ def kerasenv(*args: str) -> None:
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+JAX_FLAGS = ["--epochs", "3", "--samples", "4096", "--batch-size", "64"]
+JAX_PROCESSES = (1, 2, 4)
+
+
+def step_seconds(training: dict) -> float:
+    return training["global_batch_size"] / training["samples_per_second"]
+
+
+PROBE = REPO / "benchmarks" / "probes" / "jax_allreduce.py"
+
+
+def allreduce_probe(variant: str, processes: int, tmp: str) -> dict:
+    """The probe across `processes` containers; process 0's JSON line (kerasenv prints the chief's output)."""
+    project = Path(tmp, "probe")
+    project.mkdir(exist_ok=True)
+    shutil.copy(PROBE, project / PROBE.name)
+    proc = subprocess.run([sys.executable, "-m", "kerasenv", "multiworker", variant, "--workers", str(processes),
+                           "--cpu-devices", "1", "--project", str(project), "--runs-dir", tmp, "--",
+                           "python", PROBE.name], cwd=REPO, capture_output=True, text=True)
+    lines = [x for x in (proc.stdout + proc.stderr).splitlines() if x.startswith('{"processes"')]
+    if proc.returncode or not lines:
+        sys.exit(f"bench-multiworker: the all-reduce probe on {processes} processes failed "
+                 f"(exit {proc.returncode}): {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return json.loads(lines[-1])
+
+
+def bench_jax(variant: str, rounds: int) -> int:
+    runs: dict[int, list[dict]] = {n: [] for n in JAX_PROCESSES}
+    probes: dict[int, list[dict]] = {n: [] for n in JAX_PROCESSES if n > 1}
+    with tempfile.TemporaryDirectory(prefix="kerasenv-bench-mw-") as tmp:
+        for i in range(rounds):
+            for n in JAX_PROCESSES:
+                run_id = f"p{n}-{i}"
+                if n == 1:
+                    kerasenv("smoke", variant, "--runs-dir", tmp, "--run-id", run_id, "--", *JAX_FLAGS)
+                else:
+                    kerasenv("multiworker", variant, "--workers", str(n), "--cpu-devices", "1", "--runs-dir", tmp,
+                             "--run-id", run_id, "--", *JAX_FLAGS)
+                    probes[n].append(allreduce_probe(variant, n, tmp))
+                runs[n].append(json.loads(Path(tmp, run_id, "report.json").read_text())["training"])
+    sps = {n: statistics.median(t["samples_per_second"] for t in runs[n]) for n in JAX_PROCESSES}
+    step = {n: statistics.median(step_seconds(t) for t in runs[n]) for n in JAX_PROCESSES}
+    allreduce_ms = {n: statistics.median(p["allreduce_ms"] for p in probes[n]) for n in probes}
+    out = {"variant": variant, "flags": JAX_FLAGS, "rounds": rounds, "cpus": os.cpu_count(),
+           "samples_per_second": sps, "step_seconds": step,
+           "ratio_to_one_process": {n: sps[n] / sps[1] for n in JAX_PROCESSES},
+           "extra_seconds_per_step": {n: step[n] - step[1] for n in JAX_PROCESSES},
+           "allreduce_ms": allreduce_ms, "allreduce_bytes": probes[2][0]["bytes"], "runs": runs, "probes": probes}
+    path = REPO / "benchmarks" / "results" / f"multiworker-{variant}.json"
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print("| variant | processes | samples/s | ratio to 1 | ms per step | ms more than 1 | gloo all-reduce ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for n in JAX_PROCESSES:
+        reduce = f"{allreduce_ms[n]:.1f}" if n in allreduce_ms else "-"
+        print(f"| {variant} | {n} | {sps[n]:.0f} | {sps[n] / sps[1]:.2f} | {step[n] * 1000:.1f} | "
+              f"{(step[n] - step[1]) * 1000:+.1f} | {reduce} |")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variant", default="tf2.21-cpu")
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args()
+    if args.variant.startswith("jax"):
+        return bench_jax(args.variant, args.rounds)
     single, multi = [], []
     with tempfile.TemporaryDirectory(prefix="kerasenv-bench-mw-") as tmp:
         for i in range(args.rounds):

@@ -139,7 +139,15 @@ if [ "$has_arm64" -gt 0 ] && [ "$(uname -m)" = x86_64 ]; then
   fi
 fi
 
-# --- 4. the base images: every debian:* base_image of the matrix (BASE_IMAGE=: that one only),
+# --- 4. a single-node Slurm (issue 37): munged, slurmctld and slurmd running, one node of this
+# machine's CPUs, for tests/integration/test_slurm.py (scripts/slurm-local.sh says why each piece) -
+if is_root; then
+  bash scripts/slurm-local.sh --quiet
+else
+  bash scripts/slurm-local.sh --check >/dev/null || bash scripts/slurm-local.sh --check
+fi
+
+# --- 5. the base images: every debian:* base_image of the matrix (BASE_IMAGE=: that one only),
 # pulled, or made from Debian's archive where no registry answers ---------------------------
 bases=${BASE_IMAGE:-$(sed -n 's/^base_image = "\(debian:[^"]*\)"/\1/p' images/matrix.toml | sort -u)}
 for base in $bases; do

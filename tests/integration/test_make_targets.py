@@ -68,14 +68,16 @@ TARGETS = {
     "tensorboard": "real: tensorboard comes up (own project name, runs dir and port), then make down",
     "down": "real: after tensorboard, up and lab-up, no container of their project is left",
     "multiworker": "real: 2 workers, VARIANT=tf2.21-cpu EPOCHS=2 (about 20 s)",
-    "bench-multiworker": "real, BENCH_ARGS=--rounds 1: a single-container and a 2-worker smoke run, "
-                         "the result file restored afterwards",
+    "bench-multiworker": "real, BENCH_ARGS=--rounds 1: TF's single-container and 2-worker smoke runs, JAX's "
+                         "1, 2 and 4 processes and their all-reduce probe; the result files restored afterwards",
     "bench-profile": "real, BENCH_ARGS=--rounds 1: the smoke with and without --profile, the result file "
                      "restored afterwards",
     "lint": "real: hadolint, the compose and workflow schemas, the k8s manifests",
     "test-unit": "real: PYTEST_ARGS= one unit test (-k)",
     "test-prereqs": "real: silent when everything is there",
     "arm64-emulation": "real: qemu >= 10 is registered for aarch64 (the arm64 images' builds ran under it), so it only looks",
+    "slurm-local": "real: munged, slurmctld and slurmd run and the node is idle (test-prereqs started them), so it "
+                   "only looks; then a 2-task srun runs on it",
     "test": "make -n: test-prereqs, then the drift check, lint and make -j3 test-lanes",
     "test-lanes": "make -n: builds, unit tests, acceptance per variant, integration tests (and scripts/timed-step exists)",
     "test-acceptance": "real: VARIANT=tf2.21-cpu PYTEST_ARGS='-k test_label_urls_are_https'",
@@ -323,6 +325,20 @@ def test_arm64_emulation_only_looks_when_qemu_is_registered(docker):
     assert out.decode().strip() == "aarch64"
 
 
+@covers("slurm-local")
+def test_slurm_local_only_looks_when_the_cluster_runs():
+    proc = make("slurm-local")
+    assert proc.returncode == 0, ran(proc)
+    assert re.search(r"Slurm \d+\.\d+\.\d+ on node \S+ \(\d+ CPUs\), partition debug: (idle|mixed|allocated)$",
+                     proc.out, re.M), ran(proc)
+    assert not re.search(r"apt-get|starting|writing|creating|restarting", proc.out), ran(proc)
+    # and it schedules: one job's 2 tasks side by side on this node, each with its own SLURM_PROCID
+    srun = subprocess.run(["srun", "--ntasks=2", "--cpus-per-task=1", "--time=1", "bash", "-c",
+                           "echo $SLURM_PROCID/$SLURM_NTASKS"], capture_output=True, text=True, timeout=120)
+    assert srun.returncode == 0, srun.stderr
+    assert sorted(srun.stdout.split()) == ["0/2", "1/2"], srun.stdout
+
+
 @covers("test-prereqs")
 def test_test_prereqs_only_looks_when_everything_is_there():
     started = time.monotonic()
@@ -416,12 +432,19 @@ def test_bench_container_dry_run_checks_what_it_runs(cpu_image):
 
 @covers("bench-multiworker")
 def test_bench_multiworker_one_round(cpu_image, restored):
-    restored("benchmarks/results/multiworker-tf2.21-cpu.json")
+    restored("benchmarks/results/multiworker-tf2.21-cpu.json", "benchmarks/results/multiworker-jax0.12-cpu.json")
     proc = make("bench-multiworker", "BENCH_ARGS=--rounds 1", timeout=900)
     assert proc.returncode == 0, ran(proc)
     assert re.search(r"^\| tf2\.21-cpu \| \d+ \| \d+ \| \d+\.\d\d \|$", proc.stdout, re.M), ran(proc)
     result = json.loads((REPO / "benchmarks" / "results" / "multiworker-tf2.21-cpu.json").read_text())
     assert result["rounds"] == 1 and result["two_workers_samples_per_second"] > 0
+    # JAX (issue 37): 1, 2 and 4 processes, and the gloo all-reduce measured across 2 and 4
+    for n in (1, 2, 4):
+        assert re.search(rf"^\| jax0\.12-cpu \| {n} \| \d+ \| \d+\.\d\d \| [\d.]+ \| [+-][\d.]+ \| ([\d.]+|-) \|$",
+                         proc.stdout, re.M), ran(proc)
+    jax = json.loads((REPO / "benchmarks" / "results" / "multiworker-jax0.12-cpu.json").read_text())
+    assert jax["rounds"] == 1 and jax["allreduce_bytes"] > 0
+    assert set(jax["allreduce_ms"]) == {"2", "4"} and all(ms > 0 for ms in jax["allreduce_ms"].values())
 
 
 @covers("bench-profile")

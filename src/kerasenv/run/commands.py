@@ -20,6 +20,7 @@ from . import session
 from ..engine import docker_client
 from ..engine import gpu_request
 from ..matrix.schema import Matrix
+from ..errors import UsageError
 
 GPUS_HELP = ("all | N | device=0,1 | GPU-<uuid> | MIG-<uuid> | 0:1 (MIG device 1 of GPU 0) | none; "
              "auto: all when the host can give GPUs")
@@ -80,8 +81,10 @@ def register(subparsers, upstream: session.Upstream) -> None:
                    help="print the URL and return, leaving the server running (`docker rm -f NAME` ends it)")
     s.set_defaults(handler=functools.partial(_cmd_lab, upstream=upstream))
 
-    s = subparsers.add_parser("multiworker", help="train across N containers with MultiWorkerMirroredStrategy "
-                                                   "(`-- FLAGS` passes smoke_train.py flags)")
+    s = subparsers.add_parser("multiworker", help="train across N containers, one process each: TensorFlow's "
+                                                   "MultiWorkerMirroredStrategy, or Keras's distribution over JAX "
+                                                   "processes (`-- FLAGS` passes smoke_train.py flags; on JAX "
+                                                   "`-- python train.py` runs your script in each)")
     s.add_argument("id", metavar="ID", help="variant id")
     s.add_argument("--workers", type=int, default=2, help="number of worker containers (default 2)")
     s.add_argument("--runs-dir", type=Path, default=Path("runs"), help="host directory for ./runs")
@@ -91,6 +94,13 @@ def register(subparsers, upstream: session.Upstream) -> None:
     s.add_argument("--gpus", default="none", help="none (the CPU, default), or one GPU or MIG slice per worker: "
                                                   "device=0,1 / device=0:0,0:1 / MIG-<uuid>,MIG-<uuid>")
     s.add_argument("--json", action="store_true", help="print the chief's report on stdout")
+    s.add_argument("--cpu-devices", type=int, help="JAX on the CPU: devices per worker (JAX_NUM_CPU_DEVICES; default 2)")
+    s.add_argument("--port", type=int, help="the coordinator's port (JAX, default 1234) or the workers' (TensorFlow, "
+                                            "default 12345)")
+    s.add_argument("--init-timeout", type=int, metavar="SECONDS",
+                   help="JAX: how long the workers wait for each other at the start (default 120)")
+    s.add_argument("--project", type=Path, default=Path("."),
+                   help="with a command after --: the folder mounted at /workspace, its working directory (default .)")
     s.set_defaults(handler=functools.partial(_cmd_multiworker, upstream=upstream))
 
 
@@ -152,12 +162,22 @@ def _cmd_lab(args, matrix: Matrix, *, upstream: session.Upstream) -> int:
 def _cmd_multiworker(args, matrix: Matrix, *, upstream: session.Upstream) -> int:
     v = upstream.chooser.named(matrix, args.id)
     spec = gpu_request.parse(args.gpus)
+    extra = list(args.cmd)
+    # Refused before Docker is asked for anything (bad flags, the wrong backend).
+    multiworker.check_options(v, workers=args.workers, command=extra if multiworker.is_command(extra) else None,
+                              cpu_devices=args.cpu_devices, port=args.port, gpus=spec.kind != "none")
+    if args.init_timeout is not None and args.init_timeout < 5:
+        raise UsageError(f"--init-timeout {args.init_timeout}: at least 5 s")
     specs = gpu_request.per_worker(spec, args.workers) if args.workers >= 2 else []  # < 2: multiworker says so
     run_id = args.run_id or runner.new_run_id("mw-")
     client = docker_client.client()
     gpus = [upstream.gpus.resolve(client, v, s, say=session.say) for s in specs] if spec.kind != "none" else None
+    extra = list(args.cmd)
+    command = extra if multiworker.is_command(extra) else None
     code = multiworker.run(client, v, workers=args.workers, runs_dir=args.runs_dir, run_id=run_id,
-                           smoke_args=list(args.cmd), user=args.user, timeout=args.timeout, gpus=gpus)
+                           smoke_args=[] if command else extra, user=args.user, timeout=args.timeout, gpus=gpus,
+                           command=command, cpu_devices=args.cpu_devices, port=args.port,
+                           init_timeout=args.init_timeout, project=args.project)
     report = runner.report_path(args.runs_dir, run_id)
     if args.json and report.exists():
         sys.stdout.write(report.read_text())

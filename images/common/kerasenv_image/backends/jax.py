@@ -145,8 +145,10 @@ def build_info(jax) -> dict:
 
 
 def _gpus(jax) -> list:
+    """This process's GPUs: across processes (jax_processes) jax.devices() lists every process's,
+    and only the local ones can be placed on from here."""
     try:
-        return list(jax.devices("gpu"))
+        return list(jax.local_devices(backend="gpu"))
     except RuntimeError:  # "Unknown backend: 'gpu' requested, but no platforms ... are present"
         return []
 
@@ -171,12 +173,12 @@ def configure_gpus(jax, args, report: dict) -> list:
     if _PLUGIN_ERRORS.messages:  # why JAX fell back to the CPU, e.g. "cuInit(0) failed"
         report["gpu_config"]["cuda_plugin_error"] = _PLUGIN_ERRORS.messages[0].splitlines()[-1][:300]
     if args.logical_cpus > 1 and not gpus:
-        report["gpu_config"]["logical_cpus"] = len(jax.devices("cpu"))
+        report["gpu_config"]["logical_cpus"] = len(jax.local_devices(backend="cpu"))
     return gpus
 
 
 def devices(jax) -> dict:
-    every = [f"{d.platform}:{d.id}" for d in jax.devices("cpu")] + [f"gpu:{d.id}" for d in _gpus(jax)]
+    every = [f"{d.platform}:{d.id}" for d in jax.local_devices(backend="cpu")] + [f"gpu:{d.id}" for d in _gpus(jax)]
     return {"physical": every, "logical": every}
 
 
@@ -185,7 +187,7 @@ def cuda_ordinals(gpus: list) -> list:
 
 
 def placement_check(jax, gpus: list) -> dict:
-    device = gpus[0] if gpus else jax.devices("cpu")[0]
+    device = gpus[0] if gpus else jax.local_devices(backend="cpu")[0]
     requested = "gpu:0" if gpus else "cpu:0"
     a = jax.device_put(jax.random.uniform(jax.random.key(1), (256, 256)), device)
     result = (a @ a).block_until_ready()
@@ -207,7 +209,13 @@ class Distribution:
 
 def distribution(jax, keras, args, gpus: list) -> Distribution:
     """keras.distribution.DataParallel over every GPU trained on, or over the host devices
-    of --logical-cpus on a host without GPUs; nothing to set on one device."""
+    of --logical-cpus on a host without GPUs; nothing to set on one device. Across processes
+    (jax_processes), over every process's devices: keras.distribution.list_devices() is global."""
+    if jax.process_count() > 1:
+        names = keras.distribution.list_devices("gpu" if gpus else "cpu")
+        keras.distribution.set_distribution(keras.distribution.DataParallel(devices=names))
+        return Distribution("DataParallel", len(names),
+                            f"DataParallel over {len(names)} devices of {jax.process_count()} processes")
     if len(gpus) > 1:
         names = [f"gpu:{d.id}" for d in gpus]
     elif not gpus and len(jax.devices("cpu")) > 1:
@@ -220,6 +228,16 @@ def distribution(jax, keras, args, gpus: list) -> Distribution:
 
 
 def make_dataset(jax, keras, images, labels, global_batch: int, seed: int, steps_per_epoch: int):
+    """numpy batches in a PyDataset; across processes tf.data (the image's tensorflow-cpu), which
+    Keras 3.15 shards between the processes itself (DataParallel.distribute_dataset: a PyDataset
+    it refuses there; its sharding is on Keras's master, unreleased)."""
+    if jax.process_count() > 1:
+        import tensorflow as tf
+
+        from ..smoke.data import make_dataset as tf_dataset
+
+        tf.config.set_visible_devices([], "GPU")  # tf.data only: the GPUs are JAX's
+        return tf_dataset(tf, images, labels, global_batch, seed)
     return keras3_data.synthetic_batches(keras, images, labels, global_batch, seed, steps_per_epoch)
 
 
@@ -278,8 +296,21 @@ def classify_error(jax, exc: BaseException, tf_log, output_dir: str) -> SmokeFai
 
 def multi_worker_supported() -> str | None:
     return ("TF_CONFIG multi-worker training is TensorFlow's (MultiWorkerMirroredStrategy); "
-            "JAX multi-host training uses keras.distribution.initialize() with "
-            "JAX_COORDINATOR_ADDRESS/JAX_NUM_PROCESSES/JAX_PROCESS_ID instead")
+            "Keras on JAX spans processes with keras.distribution.initialize() and "
+            "KERAS_DISTRIBUTION_JOB_ADDRESSES/_NUM_PROCESSES/_PROCESS_ID (`kerasenv multiworker` sets them)")
+
+
+def join_processes(jax, keras, job, report: dict, log) -> None:
+    """Several processes (jax_processes.job_from_env found a job): keras.distribution.initialize()."""
+    from . import jax_processes
+
+    jax_processes.initialize(jax, keras, job, report, log=log)
+
+
+def weights_digest(model) -> str:
+    from .jax_processes import weights_digest as digest
+
+    return digest(model)
 
 
 # -- the bench ------------------------------------------------------------------------------

@@ -28,5 +28,7 @@ Exit codes:
      no-kernel-image, xla-toolchain, nccl or cuda-driver, each with its fix
   8  any other runtime error of the framework (error.kind tensorflow-runtime,
      jax-runtime or torch-runtime)
+  9  several processes (Keras on JAX: backends.jax_processes) could not form the job: the
+     coordinator did not answer in time, or JAX could not join them
   130/143  interrupted (SIGINT/SIGTERM)
 """

@@ -13,6 +13,7 @@ EXIT_UNEXPECTED = 1  # a bug of the smoke training itself (the report says so)
 EXIT_OK, EXIT_USAGE, EXIT_NO_GPU, EXIT_TRAINING, EXIT_OOM, EXIT_OUTPUT = 0, 2, 3, 4, 5, 6
 EXIT_GPU_RUNTIME = 7  # TensorFlow failed on the GPU stack: driver, PTX JIT, cuDNN, NCCL, XLA
 EXIT_TF_RUNTIME = 8  # any other runtime error of the framework (TensorFlow, JAX, PyTorch)
+EXIT_DISTRIBUTED = 9  # the processes of a multi-process run could not form the job, or lost one
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
 

@@ -28,8 +28,45 @@ from .training import train
 from .verdict import ACCURACY_MIN, LOSS_RATIO_MAX, verdict
 
 
+def process_job(args, report: dict):
+    """The multi-process job the environment describes (Keras on JAX: backends.jax_processes), checked
+    before any framework is imported; None for one process. A process other than 0 writes
+    everything (report, epochs, TensorBoard, backup) to worker-<id>/ of the run directory, which
+    the processes may share (`kerasenv multiworker` mounts one runs directory into every container)."""
+    from ..backends import jax_processes
+
+    try:
+        backend_name = backends.name()
+    except backends.UnknownBackend:
+        return None  # run() says so, with the fix
+    keras_vars = [n for n in jax_processes.KERAS_VARS if os.environ.get(n)]
+    if backend_name != "jax":
+        if keras_vars:
+            how = ("TensorFlow trains across processes with TF_CONFIG (`kerasenv multiworker` on a tf2.* image)"
+                   if backend_name == "tensorflow" else
+                   "Keras 3.15 on PyTorch has no keras.distribution across processes (it is on Keras's master, "
+                   "unreleased): use torchrun with torch DDP in a custom loop (docs/using/multi-worker.md)")
+            raise SmokeFailure(EXIT_USAGE, "distributed-config",
+                               f"{', '.join(keras_vars)} set, but this image trains on "
+                               f"{backends.DISPLAY[backend_name]}: {how}", "unset them, or use a jax* image")
+        return None
+    job = jax_processes.job_from_env()
+    if job is None:
+        return None
+    report["distributed"] = {"strategy": "DataParallel", "launcher": job.launcher, "processes": job.num_processes,
+                             "process_id": job.process_id, "task_index": job.process_id,
+                             "chief": job.process_id == 0, "coordinator": job.coordinator}
+    for line in jax_processes.check(job):
+        log(f"WARNING: {line}")
+    if job.process_id:
+        args.output_dir = os.path.join(args.output_dir, f"worker-{job.process_id}")
+        prepare_output_dir(args.output_dir)
+    return job
+
+
 def run(args, report: dict, tee: StderrTee | None = None) -> int:
     prepare_output_dir(args.output_dir)
+    job = process_job(args, report)
     report["output_dir"] = args.output_dir
     shm = shm_report()
     report["shm"] = shm
@@ -48,6 +85,9 @@ def run(args, report: dict, tee: StderrTee | None = None) -> int:
     backend_settings = backend.prepare(args, smi)
     log(f"importing {backend.DISPLAY}")
     fw, keras = backend.import_stack()
+    if job is not None:
+        # Before anything else of JAX runs: jax.distributed.initialize() must come first.
+        backend.join_processes(fw, keras, job, report, log)
     build_info = backend.build_info(fw)
     report["versions"] = {**backend.versions(fw, keras), "keras": keras_version(keras),
                           "python": platform.python_version(), "numpy": __import__("numpy").__version__}

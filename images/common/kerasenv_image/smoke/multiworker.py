@@ -38,7 +38,8 @@ def multi_worker(tf, tf_config: str, report: dict):
 def worker_dir(args, report: dict) -> str:
     """The chief (worker 0) writes to the run directory; worker i to worker-<i>/ in it."""
     dist = report.get("distributed")
-    if not dist or dist["chief"]:
+    if not dist or dist["chief"] or dist.get("launcher"):
+        # Keras on JAX across processes: args.output_dir is this process's already (main.process_job).
         return args.output_dir
     path = os.path.join(args.output_dir, f"worker-{dist['task_index']}")
     os.makedirs(path, exist_ok=True)

@@ -91,7 +91,10 @@ def summary(report: dict, report_written: bool = True, hidden_log_lines: int = 0
         print(f"[smoke]   {line}", file=sys.stderr)
     dist = report.get("distributed")
     if dist:
-        print(f"[smoke]   multi-worker: worker {dist['task_index']} of {dist['workers']}"
+        # TF's MultiWorkerMirroredStrategy counts workers; Keras on JAX counts processes.
+        of = dist.get("workers", dist.get("processes"))
+        what = "process" if dist.get("launcher") else "worker"
+        print(f"[smoke]   multi-worker: {what} {dist['task_index']} of {of}"
               f"{' (chief)' if dist['chief'] else ''}", file=sys.stderr)
     where = os.path.join(worker_dir_or_none(report) or "-", "report.json")
     print(f"[smoke]   report: {where if report_written else 'not written'}", file=sys.stderr)
@@ -103,6 +106,7 @@ def summary(report: dict, report_written: bool = True, hidden_log_lines: int = 0
 def worker_dir_or_none(report: dict) -> str | None:
     base = report.get("output_dir")
     dist = report.get("distributed")
-    if base and dist and not dist["chief"]:
+    # On JAX (a "launcher" is named) main.process_job already made output_dir this process's own.
+    if base and dist and not dist["chief"] and not dist.get("launcher"):
         return os.path.join(base, f"worker-{dist['task_index']}")
     return base

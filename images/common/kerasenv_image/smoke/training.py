@@ -71,7 +71,10 @@ def train(backend, fw, keras, args, report: dict, gpus: list) -> dict:
         # The epoch log is written before the backup: a kill between the two leaves the
         # log one epoch ahead, and the resumed run truncates it to the backup's epoch.
         progress,
-        backup_callback(keras, backup_dir),
+        # Not across processes: a weight that spans every process's devices cannot be fetched
+        # into one process's numpy array to save, so a failed multi-process run starts over (as
+        # TensorFlow's multi-worker loop does).
+        *([] if report.get("distributed") else [backup_callback(keras, backup_dir)]),
         # TensorBoard's epoch scalars and the profiler: Keras' TensorBoard callback on
         # TensorFlow; tensorboard's own writer and the framework's profiler elsewhere.
         *board,
@@ -94,6 +97,9 @@ def train(backend, fw, keras, args, report: dict, gpus: list) -> dict:
         # No profile analysis here: a signal must end the run at once.
         report["gpu_monitor"] = gpu_monitor_report(monitor)
         raise
+    if report.get("distributed") and hasattr(backend, "weights_digest"):
+        # Every process's copy of the replicated weights: `kerasenv multiworker` compares them.
+        report["distributed"]["weights_sha256"] = backend.weights_digest(model)
     report["profile"] = backend.profile_report(window, args.profile_steps, tensorboard_dir, board)
     report["gpu_monitor"] = gpu_monitor_report(monitor, (report["profile"] or {}).get("input_wait_fraction"))
     # Over the whole run, the epochs before a resume included (the log keeps them).

@@ -24,3 +24,23 @@ def test_the_summary_names_the_backends_framework_and_its_version(capsys):
     assert "[smoke]   JAX 0.10.2 / Keras 3.15.1 / Python 3.11.2" in capsys.readouterr().err
     report.summary({"status": "ok", "exit_code": 0, "versions": {"tensorflow": "2.21.0", "keras": "3.13.2"}})
     assert "[smoke]   TensorFlow 2.21.0 / Keras 3.13.2" in capsys.readouterr().err
+
+
+def test_the_summary_of_a_jax_process_counts_processes_and_names_its_own_directory(capsys):
+    # main.process_job already points a JAX process's output_dir at its own worker-<i>/ (issue 37)
+    dist = {"strategy": "DataParallel", "launcher": "keras", "processes": 2, "process_id": 1,
+            "task_index": 1, "chief": False}
+    report.summary({"status": "ok", "exit_code": 0, "backend": "jax", "output_dir": "/runs/r/worker-1",
+                    "distributed": dist}, report_written=True)
+    err = capsys.readouterr().err
+    assert "multi-worker: process 1 of 2\n" in err
+    assert "report: /runs/r/worker-1/report.json" in err
+
+
+def test_the_summary_of_a_tf_worker_counts_workers_and_appends_its_directory(capsys):
+    dist = {"strategy": "MultiWorkerMirroredStrategy", "workers": 3, "task_index": 2, "chief": False}
+    report.summary({"status": "ok", "exit_code": 0, "output_dir": "/runs/r", "distributed": dist},
+                   report_written=True)
+    err = capsys.readouterr().err
+    assert "multi-worker: worker 2 of 3\n" in err
+    assert "report: /runs/r/worker-2/report.json" in err
