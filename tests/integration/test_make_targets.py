@@ -366,7 +366,9 @@ def test_lint_passes():
     proc = make("lint", timeout=300)
     assert proc.returncode == 0, ran(proc)
     assert re.search(r"^hadolint: \d+ Dockerfiles clean$", proc.stdout, re.M), ran(proc)
-    assert proc.stdout.count("ok -- validation done") == 2, ran(proc)  # compose files, workflows
+    # compose files, the JobSet (its vendored CRD schema), workflows
+    assert proc.stdout.count("ok -- validation done") == 3, ran(proc)
+    assert re.search(r"^\S*kubernetes-validate --strict --quiet .*k8s/jax-multihost-job\.yaml", proc.stdout, re.M), ran(proc)
 
 
 @covers("test-unit")
@@ -734,7 +736,7 @@ def test_multiworker_trains_two_workers_in_lockstep(cpu_image, docker):
     kills a worker of another): through `make multiworker`, as a user starts it."""
     proc = make("multiworker", "VARIANT=tf2.21-cpu", "EPOCHS=2", timeout=900)
     assert proc.returncode == 0, ran(proc)
-    network = re.search(r"^kerasenv: 2 workers on network (\S+):", proc.out, re.M)
+    network = re.search(r"^kerasenv: 2 workers \(MultiWorkerMirroredStrategy\) on network (\S+):", proc.out, re.M)
     assert network, ran(proc)
     assert "multi-worker: worker 0 of 2 (chief)" in proc.out, ran(proc)
     report = re.search(r"^kerasenv: chief's report (runs/mw-\S+)/report\.json$", proc.out, re.M)
