@@ -49,12 +49,13 @@ platform_flag = $(if $(PLATFORM),--platform $(PLATFORM))
 .PHONY: arm64-emulation slurm-local bench-profile shell lab lab-up build-jupyter sbom push pull multiworker train-multiworker bench-multiworker compose-plugin up tensorboard down test-acceptance test-acceptance-all test-image test-images doctor smoke smoke-gpu smoke-cpu run run-gpu run-cpu verify-gpu gpu-host-check bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
 
 help: ## print this help
-	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
+	@awk -v what=title -f scripts/help-matrix.awk images/matrix.toml
 	@echo
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-20s %s\n", $$1, $$2}'
 	@echo
 	@echo "Variables: VARIANT=$(VARIANT) GPUS=$(GPUS) SHM_SIZE=$(SHM_SIZE) EPOCHS=$(EPOCHS) BATCH_SIZE=$(BATCH_SIZE) VERBOSE=$(VERBOSE) PROFILE=$(PROFILE) BASE_IMAGE=$(BASE_IMAGE) CA_CERT=$(CA_CERT)"
-	@echo "Variants: $$(sed -n 's/^id = "\(.*\)"/\1/p' images/matrix.toml | tr '\n' ' ')"
+	@awk -v what=variants -f scripts/help-matrix.awk images/matrix.toml
+	@awk -v what=retired -f scripts/help-matrix.awk images/matrix.toml
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

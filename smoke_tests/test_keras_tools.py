@@ -14,6 +14,7 @@ import pytest
 
 from kerasenv.host import gpu_choice
 
+from . import platforms
 from .conftest import run_once
 
 FAMILIES = {"cpu", "cuda"}  # ROCm: AMD's image, not built here
@@ -22,8 +23,8 @@ SCRIPT = Path(__file__).parent / "keras_tools_script"
 # How a row an image does not offer fails (keras_tools.KerasTools.offers gives the reason).
 NOT_OFFERED = {
     "grain": r"unexpected keyword argument 'format'|Unknown keywords argument\(s\): \('format',\)",
-    # JAX >= 0.12: no jax2onnx in the image (its flax does not import on that JAX: keras_tools.py)
-    "onnx": r"unexpected keyword argument 'format'|is a directory, not an ONNX file|requires the jax2onnx module",
+    # Keras < 3.8: no format="onnx" (a TypeError, or a SavedModel directory at the path)
+    "onnx": r"unexpected keyword argument 'format'|is a directory, not an ONNX file",
     # Keras 3.15.1 on PyTorch: torch.export refuses Keras' dynamic_shapes before torch_xla is needed;
     # JAX >= 0.12: TF 2.21 cannot deserialize the StableHLO JAX wrote into the SavedModel
     "saved_model": r"torch_xla|mismatch between the structure of `inputs` and `dynamic_shapes`"
@@ -119,6 +120,44 @@ def test_onnx_export_runs_in_onnxruntime(tools_run, tools_out, offers):
     session = onnxruntime.InferenceSession(str(tools_out / "model.onnx"), providers=["CPUExecutionProvider"])
     (model_input,) = session.get_inputs()
     probe = np.load(tools_out / "onnx_probe.npz")
+    batch = model_input.shape[0] if isinstance(model_input.shape[0], int) else len(probe["probe"])
+    (got,) = session.run(None, {model_input.name: probe["probe"][:batch]})
+    assert np.allclose(got, probe["expected"][:batch], atol=1e-4), (got, probe["expected"][:batch])
+
+
+# The ONNX row alone (issue 45): a functional model called once and exported, as a user does. On an
+# arm64 image this is the one keras-tools check CI runs under emulation (the whole script imports
+# TensorFlow and trains: minutes under qemu); it decides whether the aarch64 onnx/onnxruntime
+# wheels and jax2onnx work there. On amd64 test_onnx_export_runs_in_onnxruntime checks the same.
+ONNX_ALONE = """
+import os, numpy as np, keras
+inputs = keras.Input((8,))
+outputs = keras.layers.Dense(3)(keras.layers.Dense(16, activation="relu")(inputs))
+model = keras.Model(inputs, outputs)
+probe = np.random.default_rng(0).normal(size=(4, 8)).astype("float32")
+expected = np.asarray(model(probe))
+model.export("/out/model.onnx", format="onnx")
+np.savez("/out/onnx_probe.npz", probe=probe, expected=expected)
+"""
+
+
+@pytest.mark.arm64_ci
+def test_onnx_export_alone_on_an_arm64_image_runs_in_onnxruntime(docker, target, tmp_path, offers):
+    if target.arch == platforms.AMD64:
+        pytest.skip("amd64: the whole keras-tools script exports ONNX (test_onnx_export_runs_in_onnxruntime)")
+    if offers["onnx"] is not None:
+        pytest.skip(f"no ONNX export here: {offers['onnx']}")
+    import numpy as np
+    import onnxruntime
+
+    tmp_path.chmod(0o777)
+    code, out, err = run_once(docker, target.ref, ["python", "-c", ONNX_ALONE], network_mode="none",
+                              user="23456:0", read_only=True, tmpfs={"/tmp": "rw,size=512m"},
+                              volumes={str(tmp_path): {"bind": "/out", "mode": "rw"}})
+    assert code == 0, (out[-2000:], err[-3000:])
+    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    (model_input,) = session.get_inputs()
+    probe = np.load(tmp_path / "onnx_probe.npz")
     batch = model_input.shape[0] if isinstance(model_input.shape[0], int) else len(probe["probe"])
     (got,) = session.run(None, {model_input.name: probe["probe"][:batch]})
     assert np.allclose(got, probe["expected"][:batch], atol=1e-4), (got, probe["expected"][:batch])

@@ -9,11 +9,9 @@ all-reduce DataParallel does once per training step. Process 0 prints one JSON l
 
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
-sys.path.insert(0, "/opt/kerasenv")  # the image's own smoke model, so the size is the real one
 
 import keras  # noqa: E402
 
@@ -23,6 +21,8 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
 
+# The image's own smoke model, so the size is the real one: kerasenv_image is installed in the
+# image's venv (its kerasenv-image.pth), as for every other in-image user; no sys.path edit.
 from kerasenv_image.smoke.model import build_model  # noqa: E402
 
 ROUNDS = int(os.environ.get("ALLREDUCE_ROUNDS", "200"))

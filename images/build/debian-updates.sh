@@ -15,7 +15,25 @@
 set -euo pipefail
 state=$1
 shift
-apt-get update -qq -o Acquire::Retries=3
+# apt-get update exits 0 when a dist cannot be fetched ("W: Failed to fetch ...", old or no lists
+# used): a build with no route to the archive then looked like an archive that had moved on, and
+# said "build again" (issue 45). Its output is kept to tell the two apart: nothing fetched is the
+# network's fault, named with the host apt could not reach.
+update_log=$(mktemp)
+apt-get update -qq -o Acquire::Retries=3 >"$update_log" 2>&1 || true
+cat "$update_log" >&2
+failed=$(grep -m1 -E '^(W|E): Failed to fetch ' "$update_log" || true)
+if [ -n "$failed" ]; then
+  url=$(sed -E 's/^(W|E): Failed to fetch ([^ ]+).*/\2/' <<<"$failed")
+  host=$(sed -E 's#^[a-z+]+://([^/:]+).*#\1#' <<<"$url")
+  why=$(sed -E 's/^(W|E): Failed to fetch [^ ]+ *//' <<<"$failed")
+  echo "debian-updates.sh: Debian's archive could not be reached from the build: $host (${why:-no answer}):" \
+    "the build's network or proxy is the cause, not the archive's state; let the build reach $host" \
+    "(DNS, firewall, or a proxy passed as the http_proxy build argument) and build again;" \
+    "\`make base-offline\` does not help here (it makes the base from the archive too)" >&2
+  exit 1
+fi
+rm -f "$update_log"
 seen=$(for f in /var/lib/apt/lists/*_InRelease; do
   dist=$(awk '/^Codename: /{print $2; exit}' "$f")
   when=$(awk '/^Date: /{sub(/^Date: /, ""); print; exit}' "$f")

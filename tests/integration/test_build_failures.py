@@ -68,3 +68,18 @@ def test_rocm_build_says_amds_image_cannot_be_pulled(docker, tmp_path):
     line = proc.stderr.strip().splitlines()[-1]
     assert f"AMD's base image {missing} could not be pulled" in line
     assert "only be built where Docker Hub is reachable" in line
+
+
+def test_build_without_a_route_to_debians_archive_names_the_network(docker):
+    """Issue 45: apt-get update in debian-updates.sh fails to fetch anything (no network in the
+    build). That is named as the network, with the host it could not reach, never as "the archive
+    published in between: build again", which sent users after the wrong cause. --no-cache: the
+    step would otherwise be a cache hit of the image `make test` built."""
+    proc = kerasenv("build", "tf2.21-cpu", "--no-ca-cert", "--no-cache", "--network", "none",
+                    check=False, timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("kerasenv: error:")]
+    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "Debian's archive could not be reached from the build: deb.debian.org" in errors[0], errors[0]
+    assert "make base-offline` does not help" in errors[0]
+    assert "published in between" not in proc.stderr

@@ -250,7 +250,14 @@ def test_help_lists_every_target_and_the_variants(matrix):
     assert proc.stdout.startswith("kerasenv: ")
     documented = re.findall(r"^([a-z][a-z0-9-]*):.*## ", MAKEFILE, re.M)
     assert all(re.search(rf"^  make {re.escape(t)} ", proc.stdout, re.M) for t in documented), ran(proc)
-    assert re.search(r"^Variants: " + re.escape(" ".join(matrix.ids)), proc.stdout, re.M), ran(proc)
+    # Issue 45: the variants that can be built, exactly; the retired ids on their own line with
+    # their replacement; the title names every backend the matrix has, not "TensorFlow + Keras".
+    assert re.search(r"^Variants: " + re.escape(" ".join(matrix.ids)) + "$", proc.stdout, re.M), ran(proc)
+    for old in matrix.retired:
+        assert re.search(rf"^Retired .*\b{re.escape(old.id)} \(now {re.escape(old.replaced_by)}\)", proc.stdout,
+                         re.M), ran(proc)
+    title = proc.stdout.splitlines()[0]
+    assert all(name in title for name in ("TensorFlow", "JAX", "PyTorch", "CPU", "CUDA", "ROCm")), title
 
 
 @covers("venv")

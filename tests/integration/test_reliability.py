@@ -5,6 +5,7 @@ collide. docs/reference/reliability.md lists each case with the test that proves
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -270,3 +271,8 @@ def test_unwritable_output_directory_in_the_container_exits_2_with_the_fix(built
     assert status == 2, err[-2000:]
     assert "output directory /workspace/runs/ro is not writable" in err
     assert "fix: mount a directory you own" in err and "Traceback" not in err
+    # Issue 45: a run that fails before the import still names its stack, from the image's ENV and
+    # installed metadata: "TensorFlow 2.21.0 / Keras 3.15.1 / Python 3.13.5 (tf2.21-cpu)".
+    v = matrix.get(matrix.default_cpu)
+    assert re.search(rf"TensorFlow {re.escape(v.tensorflow)} / Keras {re.escape(v.keras)} / "
+                     rf"Python {re.escape(v.python)}\.\d+ \({re.escape(v.id)}\)", err), err[-2000:]

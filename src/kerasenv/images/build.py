@@ -233,7 +233,7 @@ def debian_updates(suite: str, explicit: str | None = None) -> str:
 def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
           ca_cert: str | None = None, no_cache: bool = False, jupyter: bool = False,
           progress: "Progress | None" = None, debian_state: str | None = None,
-          platform: str = AMD64) -> BuildResult:
+          platform: str = AMD64, network: str | None = None) -> BuildResult:
     """kerasenv:<id>, or with `jupyter` its JupyterLab flavour kerasenv:<id>-jupyter (built
     FROM the variant's image, which must exist). `debian_state`: the Debian archive state to
     apply (debian_updates). platform=linux/arm64: the variant's arm64 image, kerasenv:<id>-arm64,
@@ -280,7 +280,8 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     started = time.monotonic()
 
     def run_build() -> tuple[str, list[str]]:
-        return _stream_build(client, folder, v, dockerfile, ca_pem, tag, name, no_cache, buildargs, progress)
+        return _stream_build(client, folder, v, dockerfile, ca_pem, tag, name, no_cache, buildargs, progress,
+                             network)
 
     try:
         image_id, stage_images = run_build()
@@ -308,6 +309,8 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
 
 
 ARCHIVE_MOVED = "debian-updates.sh: Debian's archive is at"  # images/build/debian-updates.sh
+UNREACHED = "debian-updates.sh: Debian's archive could not be reached"  # the same script, no network
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _archive_moved_state(exc: BuildFailed, v: Variant, buildargs: dict, explicit: str | None) -> str | None:
@@ -325,7 +328,8 @@ def _archive_moved_state(exc: BuildFailed, v: Variant, buildargs: dict, explicit
 
 
 def _stream_build(client, folder: Path, v: Variant, dockerfile: str, ca_pem: bytes | None, tag: str,
-                  name: str, no_cache: bool, buildargs: dict, progress: "Progress") -> tuple[str, list[str]]:
+                  name: str, no_cache: bool, buildargs: dict, progress: "Progress",
+                  network: str | None = None) -> tuple[str, list[str]]:
     """One docker build of `tag`, its steps shown on `progress`: the image id and the builder
     stages' images; BuildFailed with the step and its last lines."""
     progress.start(name)
@@ -338,15 +342,21 @@ def _stream_build(client, folder: Path, v: Variant, dockerfile: str, ca_pem: byt
         fileobj=context_tar(folder, ca_pem), custom_context=True, encoding="identity",
         dockerfile=f"{v.id}/{dockerfile}",
         tag=tag, rm=True, forcerm=True, pull=False, nocache=no_cache, decode=True,
-        buildargs=buildargs, labels={PROJECT_LABEL: "kerasenv"},
+        buildargs=buildargs, labels={PROJECT_LABEL: "kerasenv"}, network_mode=network,
     )
     try:
         for chunk in stream:
             if "error" in chunk:
                 progress.stop()
                 detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+                # A step that says why in a line of its own (debian-updates.sh: the archive not
+                # reached) is named by that line, not by the exit code it ended with.
+                # (The classic builder wraps a step's stderr in ANSI colour codes.)
+                said = next((_ANSI_RE.sub("", line).split(UNREACHED, 1)[1] for line in reversed(tail)
+                             if UNREACHED in line), None)
+                said = said and UNREACHED.split(": ", 1)[1] + said
                 raise BuildFailed(
-                    f"building {name} failed at {step}: {detail.strip().splitlines()[-1]}",
+                    f"building {name} failed at {step}: {said or detail.strip().splitlines()[-1]}",
                     details="\n".join(tail))
             if "aux" in chunk and "ID" in chunk["aux"]:
                 image_id = chunk["aux"]["ID"]

@@ -39,6 +39,9 @@ def register(subparsers) -> None:
                    "KERASENV_CA_CERT; default: the host's PIP_CERT / REQUESTS_CA_BUNDLE / SSL_CERT_FILE)")
     s.add_argument("--no-ca-cert", action="store_true", help="do not pass any CA to the build")
     s.add_argument("--no-cache", action="store_true", help="build without Docker's layer cache")
+    s.add_argument("--network", metavar="MODE",
+                   help="the build steps' network, as `docker build --network`: host reaches a proxy on this "
+                        "machine's loopback; none shows what a build without a route to Debian's archive says")
     s.add_argument("--debian-updates", metavar="STATE",
                    help="the Debian archive state to apply, in the io.kerasenv.debian-updates label's form; each "
                         "variant takes its own suite's entries (env KERASENV_DEBIAN_UPDATES; default: the archive "
@@ -119,7 +122,16 @@ def _cmd_lock(args, matrix: Matrix) -> int:
     from . import locks
 
     ids = args.ids or [v.id for v in matrix.variants if v.family != "rocm"]
-    for v in matrix.select(ids):
+    selected = matrix.select(ids)
+    # What the index serves today, for each Python locked: the record behind every "newest" in the docs.
+    import datetime
+
+    day = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    for python in sorted({v.python for v in selected if v.family != "rocm"}):
+        newest = locks.newest_on_index(python, ca_cert=args.ca_cert)
+        path = locks.record_newest(matrix.path.parent, python, newest, day)
+        print(f"wrote {path} (Python {python}: {', '.join(f'{k} {ver}' for k, ver in newest.items())})")
+    for v in selected:
         if v.family == "rocm":
             print(f"{v.id}: nothing to lock (AMD's base image brings TensorFlow)")
             continue
@@ -159,7 +171,7 @@ def _cmd_build(args, matrix: Matrix) -> int:
                          f"(those that do: {', '.join(v.id for v in matrix.with_jupyter())})")
     client = docker_client.client()
     options = dict(base_image=args.base_image or os.environ.get("BASE_IMAGE"), ca_cert=ca_cert, no_cache=args.no_cache,
-                   debian_state=args.debian_updates)
+                   debian_state=args.debian_updates, network=args.network)
     if getattr(args, "platform", "linux/amd64") != "linux/amd64":
         if args.jupyter or args.jupyter_only:
             raise UsageError("the arm64 images have no JupyterLab flavour: drop --jupyter")

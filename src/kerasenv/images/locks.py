@@ -252,6 +252,21 @@ def check_arm64(v: Variant, folder: Path) -> list[tuple[Path, str]]:
 
 def _compile(v: Variant, reqs: list[str], *, constraints: str | None = None,
              ca_cert: str | None = None, preferred: str = "", platform: str = PLATFORM) -> dict[str, Pin]:
+    try:
+        return _compile_plain(reqs, python=v.python, platform=platform, constraints=constraints,
+                              ca_cert=ca_cert, preferred=preferred)
+    except _UvFailed as exc:
+        raise KerasenvError(f"uv could not resolve {v.id}: {exc.last}", details=exc.stderr) from None
+
+
+class _UvFailed(Exception):
+    def __init__(self, last: str, stderr: str):
+        super().__init__(last)
+        self.last, self.stderr = last, stderr
+
+
+def _compile_plain(reqs: list[str], *, python: str, platform: str = PLATFORM, constraints: str | None = None,
+                   ca_cert: str | None = None, preferred: str = "", no_deps: bool = False) -> dict[str, Pin]:
     # The venv's own uv first: `make lock` runs .venv/bin/kerasenv without .venv/bin on PATH.
     uv = shutil.which("uv", path=os.path.dirname(sys.executable)) or shutil.which("uv")
     if uv is None:
@@ -268,16 +283,58 @@ def _compile(v: Variant, reqs: list[str], *, constraints: str | None = None,
         if preferred:
             out.write_text(preferred, encoding="utf-8")
         cmd = [uv, "pip", "compile", "--quiet", "--generate-hashes", "--no-header", "--no-annotate",
-               "--python-version", v.python, "--python-platform", platform,
+               "--python-version", python, "--python-platform", platform,
                "--output-file", str(out), str(req)]
+        if no_deps:
+            cmd.insert(3, "--no-deps")
         if constraints is not None:
             Path(tmp, "constraints.txt").write_text(constraints, encoding="utf-8")
             cmd[3:3] = ["--constraint", str(Path(tmp, "constraints.txt"))]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise KerasenvError(f"uv could not resolve {v.id}: {last}", details=proc.stderr)
+            raise _UvFailed(last, proc.stderr)
         return parse(out.read_text(encoding="utf-8"))
+
+
+# --- what the index serves (issue 45) ------------------------------------------------------------
+# "X is the newest release" in the docs and the matrix comes from here, not from memory: the JAX 0.12
+# images went without ONNX export because "flax 0.12.8 is the newest on PyPI" was what a Python 3.11
+# pip saw, while flax 0.12.9+ (Requires-Python >= 3.12) had been served for 3.13 all along.
+# `kerasenv lock` asks the index (uv, the image's Python and platform) for the newest release of each
+# package that a claim names, and writes the answers with the day to images/index-newest.json;
+# tests/unit/repo/test_newest_claims.py holds every such claim in the tree against that record.
+INDEX_RECORD = "index-newest.json"
+# The packages whose "newest" the docs or the matrix state (and why each is named there):
+# flax and jax2onnx (ONNX export on JAX), torch-xla (SavedModel export on PyTorch), tensorflow
+# (the newest TF, which reads the JAX images' StableHLO or not, and whose XLA emits Blackwell PTX or not).
+WATCHED_ON_INDEX = ("flax", "jax2onnx", "tensorflow", "torch-xla")
+
+
+def newest_on_index(python: str, names=WATCHED_ON_INDEX, *, ca_cert: str | None = None,
+                    platform: str = PLATFORM) -> dict[str, str]:
+    """The newest release of each of `names` that the index serves for CPython `python` on `platform`
+    (uv resolves each alone, without dependencies: what `pip install NAME` on that Python would take)."""
+    found = {}
+    for name in names:
+        pins = _compile_plain([name], python=python, platform=platform, ca_cert=ca_cert, no_deps=True)
+        found[normalize(name)] = pins[normalize(name)].version
+    return found
+
+
+def record_newest(images: Path, python: str, newest: dict[str, str], day: str) -> Path:
+    """Merge one Python's answers into images/index-newest.json (the other Pythons' stay as recorded)."""
+    import json
+
+    path = images / INDEX_RECORD
+    record = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    record.setdefault("about", "the newest release the package index served for each CPython when "
+                               "`kerasenv lock` last ran for a variant on it (x86_64 manylinux); "
+                               "written by `kerasenv lock`, read by tests/unit/repo/test_newest_claims.py")
+    record.setdefault("python", {})[python] = {"recorded": day, "newest": dict(sorted(newest.items()))}
+    record["python"] = dict(sorted(record["python"].items()))
+    _write_atomic(path, json.dumps(record, indent=2) + "\n")
+    return path
 
 
 def write(v: Variant, folder: Path, pins: dict[str, Pin]) -> list[Path]:

@@ -22,15 +22,18 @@ What a Keras tutorial calls besides fit() needs packages the framework does not 
   PyTorch images export ONNX, not SavedModels. (Keras 3.15.1's PyTorch path fails before it gets
   there: torch.export refuses the dynamic_shapes it passes for a plain functional model.)
 
-JAX 0.12 broke both exports on JAX (measured in kerasenv:jax0.12-cpu, 2026-12-04; JAX_EXPORT_BROKEN_FROM):
+JAX 0.12 and the two exports (measured in kerasenv:jax0.12-cpu):
 
-- ONNX: jax2onnx needs flax.nnx, and flax 0.12.8 (the newest on PyPI) does not import on JAX
-  0.12 ("module 'jax.experimental.hijax' has no attribute 'HiPrimitive'": flax/nnx/variablelib.py
-  subclasses it). So the JAX 0.12 images carry no jax2onnx (nor flax, optax, orbax, onnxruntime:
-  0.36 GB) until a flax release imports on it.
+- ONNX: jax2onnx needs flax.nnx. flax 0.12.8 did not import on JAX 0.12 ("module
+  'jax.experimental.hijax' has no attribute 'HiPrimitive'": flax/nnx/variablelib.py subclasses
+  it), so the first JAX 0.12 images (2026-12-04) carried no jax2onnx. flax 0.12.12 requires
+  jax>=0.11.1 and imports on 0.12.0.1 (issue 45): the table's `flax` is locked beside jax2onnx on
+  JAX >= 0.12 (FLAX_FOR_JAX_FROM), since jax2onnx's own `flax>=0.12.1` would let a resolver pick
+  a flax that does not import. What the index served when the locks were made is recorded by
+  `kerasenv lock` (images/index-newest.json), not written here from memory.
 - SavedModel: jax2tf embeds the model as StableHLO serialized for JAX's forward-compatibility
-  window (4 weeks: StableHLO 1.18.0 from 0.12.0.1), and TensorFlow 2.21, the newest, deserializes
-  up to 1.13.7: model.export() writes the directory, and its first call after tf.saved_model.load()
+  window (4 weeks: StableHLO 1.18.0 from 0.12.0.1), and TensorFlow 2.21 deserializes up to
+  1.13.7: model.export() writes the directory, and its first call after tf.saved_model.load()
   fails ("Cannot deserialize computation: ... unregistered operation 'vhlo.custom_call_v2' ...
   failed to deserialize portable artifact using StableHLO_v1.13.7"), as TF Serving would.
 
@@ -44,20 +47,24 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-FIELDS = ("tensorflow_cpu", "grain", "pydot", "tf2onnx", "jax2onnx", "onnxscript")
+FIELDS = ("tensorflow_cpu", "grain", "pydot", "tf2onnx", "jax2onnx", "flax", "onnxscript")
 GRAIN_FORMAT_SINCE = (3, 12)  # keras.utils.*_dataset_from_directory(format="grain")
 ONNX_EXPORT_SINCE = (3, 8)  # model.export(format="onnx")
 JAX2ONNX_SINCE = (3, 14)  # Keras on JAX exports ONNX with jax2onnx (before: jax2tf + tf2onnx)
-JAX_EXPORT_BROKEN_FROM = (0, 12)  # JAX release from which neither export works (the docstring says why)
+SAVED_MODEL_BROKEN_FROM = (0, 12)  # JAX release whose SavedModel TF cannot read (the docstring says why)
+FLAX_FOR_JAX_FROM = (0, 12)  # JAX release from which jax2onnx needs the table's flax pinned beside it
 
 
 def _keras(variant) -> tuple[int, ...]:
     return tuple(int(p) for p in variant.keras.split(".") if p.isdigit())
 
 
-def _jax_exports_broken(variant) -> bool:
-    return variant.backend == "jax" and tuple(int(p) for p in variant.framework_version.split(".")[:2]) \
-        >= JAX_EXPORT_BROKEN_FROM
+def _jax_at_least(variant, release: tuple[int, int]) -> bool:
+    return variant.backend == "jax" and tuple(int(p) for p in variant.framework_version.split(".")[:2]) >= release
+
+
+def _jax_saved_model_broken(variant) -> bool:
+    return _jax_at_least(variant, SAVED_MODEL_BROKEN_FROM)
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,7 @@ class KerasTools:
     pydot: str
     tf2onnx: str
     jax2onnx: str
+    flax: str  # beside jax2onnx on JAX >= 0.12: the first flax whose nnx imports there
     onnxscript: str
 
     def applies(self, variant) -> bool:
@@ -83,8 +91,6 @@ class KerasTools:
         """The package model.export(format="onnx") converts with (None: that Keras has no ONNX export)."""
         if not self.applies(variant) or variant.keras_is_tf_keras or _keras(variant) < ONNX_EXPORT_SINCE:
             return None
-        if variant.backend == "jax" and _jax_exports_broken(variant):
-            return None
         if variant.backend == "jax" and _keras(variant) >= JAX2ONNX_SINCE:
             return "jax2onnx"
         return "onnxscript" if variant.backend == "torch" else "tf2onnx"
@@ -92,7 +98,7 @@ class KerasTools:
     def saved_model(self, variant) -> bool:
         """model.export(path) writes a SavedModel: TensorFlow and JAX (jax2tf) with TensorFlow in
         the image; not PyTorch (torch_xla has no release for the image's torch on PyPI)."""
-        return self.has_tensorflow(variant) and variant.backend != "torch" and not _jax_exports_broken(variant)
+        return self.has_tensorflow(variant) and variant.backend != "torch" and not _jax_saved_model_broken(variant)
 
     def offers(self, variant) -> dict[str, str | None]:
         """Each row of the issue's table (smoke_tests/keras_tools_script/tools.py's rows) -> None
@@ -103,7 +109,7 @@ class KerasTools:
             ("image_dataset", "text_dataset", "audio_dataset", "timeseries", "tensorboard", "plot_model"))
         rows["grain"] = None if self.grain_format(variant) else (
             f"{keras} has no format=\"grain\" (Keras >= {'.'.join(map(str, GRAIN_FORMAT_SINCE))})")
-        jax = f"JAX {variant.framework_version}" if _jax_exports_broken(variant) else None
+        jax = f"JAX {variant.framework_version}" if _jax_saved_model_broken(variant) else None
         rows["saved_model"] = None if self.saved_model(variant) else (
             f"{jax} serializes the model as StableHLO 1.18 (its 4-week forward compatibility) and TensorFlow "
             f"{self.tensorflow_cpu} reads up to StableHLO 1.13.7: the SavedModel is written, but its first "
@@ -113,8 +119,6 @@ class KerasTools:
             "structure of `inputs` and `dynamic_shapes`\", for any functional model), and would then need "
             f"torch_xla, whose newest PyPI release (2.9.0) is built for torch 2.9, not {variant.framework_version}")
         rows["onnx"] = None if self.onnx_exporter(variant) else (
-            f"jax2onnx needs flax.nnx, and flax 0.12.8 (the newest) does not import on {jax} (\"module "
-            "'jax.experimental.hijax' has no attribute 'HiPrimitive'\"): no ONNX exporter in this image") if jax else (
             f"{keras} has no model.export(format=\"onnx\") (Keras >= {'.'.join(map(str, ONNX_EXPORT_SINCE))})"
             + ("" if tf_keras else ": its export() ignores format= and writes a SavedModel directory at the path"))
         return rows
@@ -130,6 +134,8 @@ class KerasTools:
         exporter = self.onnx_exporter(variant)
         if exporter:
             reqs.append(f"{exporter}=={getattr(self, exporter)}")
+        if exporter == "jax2onnx" and _jax_at_least(variant, FLAX_FOR_JAX_FROM):
+            reqs.append(f"flax=={self.flax}")
         return reqs
 
 

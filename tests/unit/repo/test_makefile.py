@@ -306,3 +306,17 @@ def test_lane_image_tests_run_in_their_variants_lane_before_its_image_goes(real_
         assert accept < run < drop, (v, accept, run, drop)
     finals = [line for line in steps if "'integration tests" in line and "--lane-image" not in line]
     assert len(finals) == 2 and all("-m 'docker and not lane_image'" in line for line in finals), finals
+
+
+def test_make_help_lists_the_buildable_ids_and_the_retired_ones_apart(real_matrix):
+    """Issue 45: `make help` is derived from the matrix (scripts/help-matrix.awk): the title names
+    the backends, "Variants:" only ids that build, the retired ids under their own word."""
+    out = subprocess.run(["make", "--no-print-directory", "help"], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.splitlines()[0] == ("kerasenv: Keras images on TensorFlow, JAX and PyTorch (CPU, CUDA and ROCm) "
+                                   "that prove they work on your GPU")
+    variants = next(line for line in out.splitlines() if line.startswith("Variants: "))
+    assert variants.split()[1:] == list(real_matrix.ids)
+    retired = next(line for line in out.splitlines() if line.startswith("Retired "))
+    assert real_matrix.retired and all(f"{r.id} (now {r.replaced_by})" in retired for r in real_matrix.retired)
+    assert not {r.id for r in real_matrix.retired} & set(variants.split())

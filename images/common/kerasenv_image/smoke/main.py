@@ -22,7 +22,7 @@ from .errors import (EXIT_NO_GPU, EXIT_OK, EXIT_OOM, EXIT_OUTPUT, EXIT_SIGINT, E
                      EXIT_UNEXPECTED, EXIT_USAGE, Interrupted, SmokeFailure, disk_full, is_disk_full)
 from .log_filter import LogFilter
 from .multiworker import multi_worker, train_multi_worker, worker_dir
-from .report import REPORT_SCHEMA, prepare_output_dir, strict_json, summary, write_report
+from .report import REPORT_SCHEMA, declared_stack, prepare_output_dir, strict_json, summary, write_report
 from .tf_log import StderrTee
 from .training import train
 from .verdict import ACCURACY_MIN, LOSS_RATIO_MAX, verdict
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     report: dict = {"schema_version": REPORT_SCHEMA, "run_id": args.run_id,
                     "started_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    "require_gpu": args.require_gpu, "gpus": []}
+                    "require_gpu": args.require_gpu, "gpus": [], **declared_stack()}
     output_ready = False
     # The terminal gets TF's log without its known noise; the tee keeps all of it for the report.
     tee = StderrTee(echo_filter=None if args.verbose else LogFilter()).start()

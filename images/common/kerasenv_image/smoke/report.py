@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 import sys
 import tempfile
+from importlib import metadata
 
 from .. import jsonfile
 from .console import log
@@ -14,6 +16,33 @@ from .log_filter import hidden_note
 
 
 REPORT_SCHEMA = 1
+# The distributions that carry each backend's framework (the TF images: tensorflow, or
+# tensorflow-cpu in the CPU image; AMD's image: tensorflow-rocm).
+FRAMEWORK_DISTS = {"tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-rocm"), "jax": ("jax",),
+                   "torch": ("torch",)}
+
+
+def declared_stack(environ=os.environ) -> dict:
+    """What the report says of the stack before the framework is imported: the backend from
+    KERAS_BACKEND (each image sets it), the framework's and Keras's versions from their installed
+    metadata (no import), Python's own, and the image's variant and family from its ENV. A run that
+    fails before training (an unwritable output directory, say) still names its stack (issue 45):
+    it read "TensorFlow None / Keras None / Python None (no variant)". The import replaces the
+    versions with what the framework itself reports."""
+    backend = environ.get("KERAS_BACKEND") or "tensorflow"  # unset: Keras' own default
+
+    def installed(*names: str) -> str | None:
+        for name in names:
+            try:
+                return metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+        return None
+
+    return {"backend": backend,
+            "versions": {backend: installed(*FRAMEWORK_DISTS.get(backend, (backend,))),
+                         "keras": installed("keras"), "python": platform.python_version(), "backend": backend},
+            "image": {"variant": environ.get("KERASENV_VARIANT") or None, "family": environ.get("KERASENV_FAMILY") or None}}
 
 
 def prepare_output_dir(path: str) -> None:

@@ -137,8 +137,9 @@ def test_inputs_name_every_pin_and_nothing_for_rocm():
 
 
 @pytest.mark.parametrize("variant_id, tools", [
-    # JAX 0.12: no jax2onnx (its flax does not import on JAX 0.12: keras_tools.py)
-    ("jax0.12-cpu", ["tensorflow-cpu==2.21.0", "grain==0.2.18", "pydot==4.0.1"]),
+    # JAX 0.12: jax2onnx with the table's flax beside it (the first flax whose nnx imports on 0.12)
+    ("jax0.12-cpu", ["tensorflow-cpu==2.21.0", "grain==0.2.18", "pydot==4.0.1", "jax2onnx==0.17.1",
+                     "flax==0.12.12"]),
     ("torch2.15-cuda13.2", ["tensorflow-cpu==2.21.0", "grain==0.2.18", "pydot==4.0.1", "onnxscript==0.7.2"]),
     ("tf2.21-cpu", ["grain==0.2.18", "pydot==4.0.1", "tf2onnx==1.17.0"]),
     # Keras 3.6 has neither format="grain" (3.12) nor ONNX export (3.8); tf.keras 2 neither.

@@ -374,8 +374,8 @@ def test_committed_keras_tools_say_what_each_image_offers(real_matrix):
         not_offered[v.id] = sorted(k for k, why in offers.items() if why is not None)
     assert not_offered == {
         "tf2.21-cpu": [], "tf2.21-cuda12.9": [], "tf2.20-cuda12.5": [],
-        # JAX 0.12: flax (jax2onnx's) does not import; TF 2.21 cannot read its StableHLO (keras_tools.py)
-        "jax0.12-cuda12.9": ["onnx", "saved_model"], "jax0.12-cpu": ["onnx", "saved_model"],
+        # JAX 0.12: TF 2.21 cannot read its StableHLO (keras_tools.py); ONNX through jax2onnx and flax 0.12.12
+        "jax0.12-cuda12.9": ["saved_model"], "jax0.12-cpu": ["saved_model"],
         "torch2.15-cuda13.2": ["saved_model"],
         "tf2.17-cuda12.3": ["grain", "onnx"], "tf2.15-cuda12.2": ["grain", "onnx"], "tf2.14-cuda11.8": ["grain", "onnx"],
     }
@@ -387,17 +387,19 @@ def test_committed_keras_tools_say_what_each_image_offers(real_matrix):
 def test_onnx_exporter_follows_backend_and_keras_release(real_matrix):
     tools = real_matrix.get("jax0.12-cpu").keras_tools
     exporter = {v.id: tools.onnx_exporter(v) for v in real_matrix.debian_based}
-    assert exporter["tf2.21-cpu"] == "tf2onnx" and exporter["jax0.12-cpu"] is None
+    assert exporter["tf2.21-cpu"] == "tf2onnx" and exporter["jax0.12-cpu"] == "jax2onnx"
     assert exporter["torch2.15-cuda13.2"] == "onnxscript"
-    # Keras >= 3.14 on JAX 0.10.2 (the retired image) exported with jax2onnx; before 3.14 through
-    # jax2tf and tf2onnx. JAX 0.12: none (flax.nnx does not import on it).
+    # Keras >= 3.14 on JAX 0.10.2 (the retired image) exported with jax2onnx and no flax pin of ours;
+    # before 3.14 through jax2tf and tf2onnx. JAX 0.12: jax2onnx with flax 0.12.12 pinned beside it.
     jax_0_10 = dataclasses.replace(real_matrix.get("jax0.12-cpu"), jax="0.10.2")
     assert tools.onnx_exporter(jax_0_10) == "jax2onnx" and tools.saved_model(jax_0_10)
+    assert not any(r.startswith("flax==") for r in tools.requirements(jax_0_10))
     old_keras = dataclasses.replace(jax_0_10, keras="3.13.0")
     assert tools.onnx_exporter(old_keras) == "tf2onnx"
     jax = real_matrix.get("jax0.12-cpu")
     why = jax.keras_tools.offers(jax)
-    assert "'jax.experimental.hijax' has no attribute 'HiPrimitive'" in why["onnx"]
+    assert why["onnx"] is None
+    assert "flax==0.12.12" in tools.requirements(jax)
     assert "StableHLO 1.13.7" in why["saved_model"] and "JAX 0.12.0.1" in why["saved_model"]
 
 

@@ -44,3 +44,44 @@ def test_the_summary_of_a_tf_worker_counts_workers_and_appends_its_directory(cap
     err = capsys.readouterr().err
     assert "multi-worker: worker 2 of 3\n" in err
     assert "report: /runs/r/worker-2/report.json" in err
+
+
+def test_a_failure_before_the_import_still_names_the_stack(capsys, monkeypatch):
+    """Issue 45: the stack comes from the image's ENV and the installed metadata, not the import.
+    Here: this test venv's keras and Python, and a backend whose framework is not installed."""
+    from importlib import metadata
+    import platform
+
+    env = {"KERAS_BACKEND": "jax", "KERASENV_VARIANT": "jax0.12-cpu", "KERASENV_FAMILY": "cpu"}
+    versions = {"jax": "0.12.0.1", "keras": "3.15.1"}
+
+    def version(name):
+        if name in versions:
+            return versions[name]
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(report.metadata, "version", version)
+    declared = report.declared_stack(env)
+    assert declared["backend"] == "jax"
+    assert declared["versions"] == {"jax": "0.12.0.1", "keras": "3.15.1", "python": platform.python_version(),
+                                    "backend": "jax"}
+    assert declared["image"] == {"variant": "jax0.12-cpu", "family": "cpu"}
+    report.summary({"status": "failed", "exit_code": 2, **declared,
+                    "error": {"message": "output directory /workspace/runs/x is not writable", "fix": "mount one"}})
+    err = capsys.readouterr().err
+    assert f"[smoke]   JAX 0.12.0.1 / Keras 3.15.1 / Python {platform.python_version()} (jax0.12-cpu)" in err
+
+
+def test_the_tensorflow_cpu_wheel_counts_as_tensorflow_and_an_unset_backend_is_kerass_default(monkeypatch):
+    from importlib import metadata
+
+    def version(name):
+        if name == "tensorflow-cpu":
+            return "2.21.0"
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(report.metadata, "version", version)
+    declared = report.declared_stack({})
+    assert declared["backend"] == "tensorflow"
+    assert declared["versions"]["tensorflow"] == "2.21.0" and declared["versions"]["keras"] is None
+    assert declared["image"] == {"variant": None, "family": None}
