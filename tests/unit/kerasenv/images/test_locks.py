@@ -305,3 +305,15 @@ def test_tensorboard_before_2_21_gets_a_setuptools_that_still_has_pkg_resources(
         pins = locks.parse((load().path.parent / v.id / locks.MAIN_LOCK).read_text(encoding="utf-8"))
         major = int(pins["setuptools"].version.split(".")[0])
         assert (major < 82) if older else True, (v.id, pins["setuptools"].version)
+
+
+def test_record_newest_keeps_the_other_pythons_and_dates_each(tmp_path):
+    """images/index-newest.json (issue 45): one entry per CPython, each with the day it was asked."""
+    import json
+
+    locks.record_newest(tmp_path, "3.11", {"flax": "0.12.8"}, "2026-12-04")
+    path = locks.record_newest(tmp_path, "3.13", {"torch-xla": "2.9.0", "flax": "0.12.12"}, "2026-12-06")
+    record = json.loads(path.read_text())
+    assert record["python"] == {"3.11": {"recorded": "2026-12-04", "newest": {"flax": "0.12.8"}},
+                                "3.13": {"recorded": "2026-12-06", "newest": {"flax": "0.12.12", "torch-xla": "2.9.0"}}}
+    assert "kerasenv lock" in record["about"]
