@@ -14,7 +14,6 @@ import pytest
 
 from kerasenv.host import gpu_choice
 
-from . import platforms
 from .conftest import run_once
 
 FAMILIES = {"cpu", "cuda"}  # ROCm: AMD's image, not built here
@@ -120,44 +119,6 @@ def test_onnx_export_runs_in_onnxruntime(tools_run, tools_out, offers):
     session = onnxruntime.InferenceSession(str(tools_out / "model.onnx"), providers=["CPUExecutionProvider"])
     (model_input,) = session.get_inputs()
     probe = np.load(tools_out / "onnx_probe.npz")
-    batch = model_input.shape[0] if isinstance(model_input.shape[0], int) else len(probe["probe"])
-    (got,) = session.run(None, {model_input.name: probe["probe"][:batch]})
-    assert np.allclose(got, probe["expected"][:batch], atol=1e-4), (got, probe["expected"][:batch])
-
-
-# The ONNX row alone (issue 45): a functional model called once and exported, as a user does. On an
-# arm64 image this is the one keras-tools check CI runs under emulation (the whole script imports
-# TensorFlow and trains: minutes under qemu); it decides whether the aarch64 onnx/onnxruntime
-# wheels and jax2onnx work there. On amd64 test_onnx_export_runs_in_onnxruntime checks the same.
-ONNX_ALONE = """
-import os, numpy as np, keras
-inputs = keras.Input((8,))
-outputs = keras.layers.Dense(3)(keras.layers.Dense(16, activation="relu")(inputs))
-model = keras.Model(inputs, outputs)
-probe = np.random.default_rng(0).normal(size=(4, 8)).astype("float32")
-expected = np.asarray(model(probe))
-model.export("/out/model.onnx", format="onnx")
-np.savez("/out/onnx_probe.npz", probe=probe, expected=expected)
-"""
-
-
-@pytest.mark.arm64_ci
-def test_onnx_export_alone_on_an_arm64_image_runs_in_onnxruntime(docker, target, tmp_path, offers):
-    if target.arch == platforms.AMD64:
-        pytest.skip("amd64: the whole keras-tools script exports ONNX (test_onnx_export_runs_in_onnxruntime)")
-    if offers["onnx"] is not None:
-        pytest.skip(f"no ONNX export here: {offers['onnx']}")
-    import numpy as np
-    import onnxruntime
-
-    tmp_path.chmod(0o777)
-    code, out, err = run_once(docker, target.ref, ["python", "-c", ONNX_ALONE], network_mode="none",
-                              user="23456:0", read_only=True, tmpfs={"/tmp": "rw,size=512m"},
-                              volumes={str(tmp_path): {"bind": "/out", "mode": "rw"}})
-    assert code == 0, (out[-2000:], err[-3000:])
-    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
-    (model_input,) = session.get_inputs()
-    probe = np.load(tmp_path / "onnx_probe.npz")
     batch = model_input.shape[0] if isinstance(model_input.shape[0], int) else len(probe["probe"])
     (got,) = session.run(None, {model_input.name: probe["probe"][:batch]})
     assert np.allclose(got, probe["expected"][:batch], atol=1e-4), (got, probe["expected"][:batch])
