@@ -77,7 +77,9 @@ def make(client, *, suite: str, tag: str | None = None, mirror: str = DEFAULT_MI
                      f'io.kerasenv.base-offline="debootstrap --variant=minbase --arch={arch} {suite} {mirror}"'])
         if foreign:
             _set_architecture(client, tag, arch, Path(tmp))
-    size = client.images.get(tag).attrs["Size"]
+    from .sizes import unpacked_bytes
+
+    size = unpacked_bytes(client.images.get(tag))  # attrs["Size"] is compressed on the containerd store
     say(f"imported {tag}: {size / 1e6:.0f} MB, {time.monotonic() - started:.0f} s")
     return tag
 

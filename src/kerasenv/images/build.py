@@ -299,7 +299,12 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     image = client.images.get(image_id)
     if arm and image.attrs.get("Architecture") != "arm64":
         raise BuildFailed(f"building {name} gave a {image.attrs.get('Architecture')} image, not arm64")
-    result = BuildResult(v, image_id, image.attrs["Size"], time.monotonic() - started,
+    # image.id, not the build stream's aux ID: on the containerd image store the aux ID is the
+    # config digest and the Id that inspect answers (and drop_recorded_build_cache compares) is
+    # the manifest digest (issue 43). The size: unpacked layers on both stores (images/sizes.py).
+    from .sizes import unpacked_bytes
+
+    result = BuildResult(v, image.id, unpacked_bytes(image), time.monotonic() - started,
                          tuple(dict.fromkeys(stage_images)))
     record_stage_images(tag, result)
     progress.note(f"built {tag}: {result.size_bytes / 1e9:.2f} GB "

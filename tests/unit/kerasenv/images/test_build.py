@@ -324,7 +324,11 @@ STAGED_BUILD = [
 
 class FakeImage:
     def __init__(self, image_id: str, tags=(), size: int = 10**9) -> None:
-        self.id, self.tags, self.attrs = image_id, list(tags), {"Size": size}
+        self.id, self.tags, self.attrs = image_id, list(tags), {"Size": size, "RootFS": {"Layers": ["sha256:l"]}}
+        self._size = size
+
+    def history(self):
+        return [{"CreatedBy": "RUN true", "Size": self._size}]
 
 
 class FakeBuildClient:
