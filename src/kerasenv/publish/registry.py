@@ -420,15 +420,27 @@ def pull(client, matrix: Matrix, v: Variant, registry: str, compression: str = c
                                f"are gzip, zstd goes to {repo}:{compression_mod.zstd_tag(v.id)})") from None
         raise
     image = client.images.get(ref)
-    arch = image.attrs.get("Architecture", "amd64")
+    # The containerd image store keeps both platforms under the tag, and a plain inspect answers
+    # for the host's whenever it is there too (issue 43): ask for the platform pulled.
+    picked = docker_client.inspect_platform(client, ref, platform, client.version().get("ApiVersion")) \
+        if platform else None
+    attrs = picked or image.attrs
+    arch = attrs.get("Architecture", "amd64")
     if platform and arch != platform.split("/")[1]:
         raise KerasenvError(f"{ref} gave a {arch} image for --platform {platform}: the registry has no {platform} "
                             f"image under that tag (`docker manifest inspect {ref}` lists what it has)")
     if arch == "arm64" and not v.arm64:
         raise KerasenvError(f"{ref} is an arm64 image, but {v.id} has no arm64 image in the matrix: a stale or foreign tag")
     local = v.platform_ref(f"linux/{arch}") if v.arm64 else v.image_ref
-    image.tag(*local.split(":", 1))  # the local name the rest of the tooling uses
-    stale = stale_labels(matrix, v, image.labels or {}, arch)
+    # The local name the rest of the tooling uses, for that platform's image alone: by the Id
+    # picked, which on the containerd store is that platform's manifest, not the whole index.
+    if picked:
+        client.api.tag(picked["Id"], *local.split(":", 1))
+        labels = (picked.get("Config") or {}).get("Labels") or {}
+    else:
+        image.tag(*local.split(":", 1))
+        labels = image.labels or {}
+    stale = stale_labels(matrix, v, labels, arch)
     if stale:
         detail = ", ".join(f"{k}={got!r} (matrix: {want!r})" for k, (want, got) in list(stale.items())[:3])
         say(f"kerasenv: warning: {repo}:{v.id} is stale: {detail}; rebuild and push it, or pull by digest")
