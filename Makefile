@@ -48,7 +48,7 @@ smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(B
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 platform_flag = $(if $(PLATFORM),--platform $(PLATFORM))
 
-.PHONY: test-floor test-floor-lane-step arm64-emulation slurm-local bench-profile shell lab lab-up build-jupyter sbom push pull multiworker train-multiworker bench-multiworker compose-plugin up tensorboard down test-acceptance test-acceptance-all test-image test-images doctor smoke smoke-gpu smoke-cpu run run-gpu run-cpu verify-gpu gpu-host-check bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
+.PHONY: test-floor arm64-emulation slurm-local bench-profile shell lab lab-up build-jupyter sbom push pull multiworker train-multiworker bench-multiworker compose-plugin up tensorboard down test-acceptance test-acceptance-all test-image test-images doctor smoke smoke-gpu smoke-cpu run run-gpu run-cpu verify-gpu gpu-host-check bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
 
 help: ## print this help
 	@echo "kerasenv: TensorFlow + Keras images that prove they work on your GPU"
@@ -309,8 +309,9 @@ arm64_last := $(if $(ARM64_VARIANTS),test-arm64-$(lastword $(ARM64_VARIANTS)))
 
 # The floor lane (issue 43), where test-prereqs started the floor daemon (KERASENV_MAIN_ENGINE=docker28):
 # once the amd64 acceptance runs are done, beside the integration tests.
-floor_step := $(if $(wildcard $(FLOOR_SOCKET)),test-floor-lane-step)
-test-floor-lane-step: $(last_accepts)
+floor_lane_step := test-floor-lane-step
+floor_step := $(if $(wildcard $(FLOOR_SOCKET)),$(floor_lane_step))
+$(floor_lane_step): $(last_accepts)
 	$(call timed,floor lane (Docker 20.10)) $(MAKE) --no-print-directory test-floor $(call record_failure,floor lane (Docker 20.10 on $(FLOOR_SOCKET)))
 
 test-lanes: $(last_accepts) $(integration_step) $(integration_test_lane_step) $(floor_step) $(arm64_last) ## what `make test` runs after lint (use `make -j4 test-lanes`): builds, the tests of each built image, then the arm64 images

@@ -18,6 +18,7 @@ PYTHON=${PYTHON:-python3}
 # floor lane (`make test-floor`); debian: Debian 12's docker.io 20.10 as the only engine, as
 # before. scripts/docker-current.sh installs and starts both.
 MAIN_ENGINE=${KERASENV_MAIN_ENGINE:-docker28}
+machine=$(uname -m 2>/dev/null || true)  # forky's packages unpacked here are amd64's
 FLOOR_SOCKET=/run/kerasenv-docker20.sock
 case "$MAIN_ENGINE" in docker28|debian) ;; *)
   printf 'test-prereqs: KERASENV_MAIN_ENGINE=%s: choose docker28 (Docker 28.5.2, containerd store) or debian (Docker 20.10)\n' "$MAIN_ENGINE" >&2; exit 1 ;;
@@ -48,7 +49,7 @@ with_recommends=() packages=()
 need_pkg() { have "$1" || packages+=("$2"); }
 have docker-registry || with_recommends+=(docker-registry)  # the local registry of the push/pull tests
 have debootstrap || with_recommends+=(debootstrap)          # `make base-offline` where no registry answers
-if [ "$MAIN_ENGINE" = docker28 ] && [ "$(uname -m)" = x86_64 ]; then
+if [ "$MAIN_ENGINE" = docker28 ] && [ "$machine" = x86_64 ]; then
   # Debian's dockerd 20.10 for the floor daemon (Docker 28 itself is unpacked from forky's
   # packages by scripts/docker-current.sh, never installed with apt); runc is Docker 28's runtime.
   # Only where no engine answers yet: where one does, it is left as it is (see below).
@@ -114,7 +115,7 @@ drop_stale_pid() {  # FILE NAME: remove FILE unless its pid is a running NAME pr
   me "removing the stale $file (pid ${pid:-none} is not a running $name)"
   rm -f "$file"
 }
-if [ "$MAIN_ENGINE" = docker28 ] && [ "$(uname -m)" = x86_64 ] && is_root && [ -z "${DOCKER_HOST:-}" ]; then
+if [ "$MAIN_ENGINE" = docker28 ] && [ "$machine" = x86_64 ] && is_root && [ -z "${DOCKER_HOST:-}" ]; then
   # Docker 28.5.2 with the containerd store as THE engine, where nothing answers on the main
   # socket yet (CI, a fresh machine). A daemon already there is never stopped from here: it may
   # be building someone's images; one line says how to switch instead.

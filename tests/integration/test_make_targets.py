@@ -80,6 +80,8 @@ TARGETS = {
                    "only looks; then a 2-task srun runs on it",
     "test": "make -n: test-prereqs, then the drift check, lint and make -j3 test-lanes",
     "test-lanes": "make -n: builds, unit tests, acceptance per variant, integration tests (and scripts/timed-step exists)",
+    "test-floor": "real, FLOOR_SOCKET= a missing socket: one line naming how to start the floor daemon; make -n: "
+                  "the CPU image built, its default command and the doctor, all on FLOOR_SOCKET",
     "test-acceptance": "real: VARIANT=tf2.21-cpu PYTEST_ARGS='-k test_label_urls_are_https'",
     "test-acceptance-all": "real: PYTEST_ARGS='-k test_label_urls_are_https' on every built variant",
     "clean": "real, against a fake Docker daemon (DOCKER_HOST=): removes its project container, prunes",
@@ -377,6 +379,20 @@ def test_test_unit_runs_the_tests_pytest_args_selects():
                 "-p no:cacheprovider -q")
     assert proc.returncode == 0, ran(proc)
     assert re.search(r"^1 passed, \d+ deselected", proc.stdout, re.M), ran(proc)
+
+
+@covers("test-floor")
+def test_the_floor_lane_runs_on_its_own_socket_and_says_how_to_start_it(tmp_path):
+    # Issue 43: Debian 12's Docker 20.10, the declared floor, beside Docker 28 as the main engine.
+    missing = make("test-floor", f"FLOOR_SOCKET={tmp_path}/none.sock")
+    assert missing.returncode != 0, ran(missing)
+    assert f"make test-floor: no floor daemon on {tmp_path}/none.sock: run `sudo make test-prereqs`" in missing.stderr
+    dry = make("-n", "test-floor", "FLOOR_SOCKET=/run/floor.sock")
+    assert dry.returncode == 0, ran(dry)
+    for line in ("DOCKER_HOST=unix:///run/floor.sock .venv/bin/kerasenv build tf2.21-cpu",
+                 "DOCKER_HOST=unix:///run/floor.sock docker run --rm --init kerasenv:tf2.21-cpu",
+                 "DOCKER_HOST=unix:///run/floor.sock .venv/bin/kerasenv doctor"):
+        assert line in dry.stdout, ran(dry)
 
 
 @covers("test-acceptance")
