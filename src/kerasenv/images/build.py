@@ -299,9 +299,10 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     image = client.images.get(image_id)
     if arm and image.attrs.get("Architecture") != "arm64":
         raise BuildFailed(f"building {name} gave a {image.attrs.get('Architecture')} image, not arm64")
-    # image.id, not the build stream's aux ID: on the containerd image store the aux ID is the
-    # config digest and the Id that inspect answers (and drop_recorded_build_cache compares) is
-    # the manifest digest (issue 43). The size: unpacked layers on both stores (images/sizes.py).
+    # The Id that image inspect answers, which drop_recorded_build_cache compares with later: on
+    # the containerd image store that is the manifest digest, not the config digest (issue 43;
+    # the classic builder's aux ID was that Id on Docker 28.5.2, measured, but nothing promises
+    # it). The size: unpacked layers on both stores (images/sizes.py), never attrs["Size"].
     from .sizes import unpacked_bytes
 
     result = BuildResult(v, image.id, unpacked_bytes(image), time.monotonic() - started,

@@ -425,6 +425,15 @@ def pull(client, matrix: Matrix, v: Variant, registry: str, compression: str = c
     picked = docker_client.inspect_platform(client, ref, platform, client.version().get("ApiVersion")) \
         if platform else None
     attrs = picked or image.attrs
+    local = v.platform_ref(platform) if platform and v.arm64 and platform != "linux/amd64" else v.image_ref
+    if not attrs.get("Architecture") and not (attrs.get("RootFS") or {}).get("Layers"):
+        # The containerd image store skips fetching the layers of a pull whose unpacked layers it
+        # already has from another image (the same image pushed from here in another compression,
+        # say) and then answers inspect with no platform, config or layers (measured on Docker
+        # 28.5.2, issue 43). Tagging that as kerasenv:<id> would break every later inspect.
+        raise KerasenvError(f"{ref} was pulled, but the engine keeps only its manifest (the containerd image store "
+                            f"skipped layers it already had unpacked, so inspect names no platform): remove the "
+                            f"local image that shares them (`docker rmi {local}`) and pull again")
     arch = attrs.get("Architecture", "amd64")
     if platform and arch != platform.split("/")[1]:
         raise KerasenvError(f"{ref} gave a {arch} image for --platform {platform}: the registry has no {platform} "

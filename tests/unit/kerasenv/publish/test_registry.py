@@ -516,3 +516,16 @@ def test_an_engine_before_api_1_49_keeps_one_image_per_tag_and_the_plain_inspect
     with pytest.raises(KerasenvError, match="gave a amd64 image for --platform linux/arm64"):
         registry.pull(client, real_matrix, v, REG, say=lambda m: None, platform="linux/arm64")
     assert client.asked == []
+
+
+def test_a_pull_the_containerd_store_keeps_only_the_manifest_of_is_one_line_and_tags_nothing(real_matrix, cpu, slept):
+    # Docker 28.5.2, containerd store: an image pulled back whose layers the engine had unpacked
+    # already (skopeo's zstd copy of a local image) is inspected as {"Architecture": "", "RootFS": {}}.
+    client = FakeClient([ok_pull()], engine_version="28.5.2+dfsg4")
+    client.image.attrs = {"Id": "sha256:694fa77c6b78", "Architecture": "", "RootFS": {}}
+    with pytest.raises(KerasenvError) as info:
+        registry.pull(client, real_matrix, cpu, REG, say=lambda m: None)
+    assert "\n" not in info.value.message
+    assert info.value.message.endswith("remove the local image that shares them (`docker rmi kerasenv:tf2.21-cpu`) "
+                                       "and pull again")
+    assert client.image.tags == []
