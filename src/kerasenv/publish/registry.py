@@ -237,6 +237,9 @@ def _with_retries(run: Callable[[], tuple], *, what: str, action: str, registry:
         f"skipped; {ATTEMPTS_ENV}/{BACKOFF_ENV} set the retries)")
 
 
+_PUSHED_DIGEST = re.compile(r": digest: (sha256:[0-9a-f]{64}) size: \d+$")
+
+
 def _stream(events, say, what: str) -> tuple[str | None, int, int]:
     """Follow push/pull progress; return (digest, layers transferred, layers already there)."""
     digest, sent, skipped, last = None, 0, 0, 0.0
@@ -252,6 +255,10 @@ def _stream(events, say, what: str) -> tuple[str | None, int, int]:
             digest = event["aux"]["Digest"]
         if status.startswith("Digest: "):
             digest = status.split(": ", 1)[1]
+        elif digest is None and _PUSHED_DIGEST.search(status):
+            # "<tag>: digest: sha256:... size: 424": all Docker 28.5.2's push says on the
+            # containerd image store, which sends no aux event with the digest (issue 43)
+            digest = _PUSHED_DIGEST.search(status).group(1)
         now = time.monotonic()
         if status in ("Pushed", "Pull complete", "Layer already exists", "Already exists") or now - last > 10:
             say(f"  {what}: {event.get('id', '')} {status} {event.get('progress', '')}".rstrip())

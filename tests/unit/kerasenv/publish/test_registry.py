@@ -529,3 +529,13 @@ def test_a_pull_the_containerd_store_keeps_only_the_manifest_of_is_one_line_and_
     assert info.value.message.endswith("remove the local image that shares them (`docker rmi kerasenv:tf2.21-cpu`) "
                                        "and pull again")
     assert client.image.tags == []
+
+
+def test_the_pushed_digest_is_read_from_the_status_line_where_no_aux_event_carries_it():
+    # Docker 28.5.2 with the containerd image store, recorded pushing debian:trixie-slim to a
+    # local registry: no {"aux": {"Digest": ...}} event, only this status line (issue 43).
+    events = [{"status": "The push refers to repository [127.0.0.1:56113/p]"},
+              {"status": "Pushed", "progressDetail": {}, "id": "90d7f4a38d5d"},
+              {"status": "t: digest: sha256:2ad0eb02344ff4f68afc3013cd6f607f8c2b6825e1cdd13633226db7df2e85be size: 424"}]
+    digest, sent, skipped = registry._stream(events, lambda m: None, "push")
+    assert (digest, sent, skipped) == ("sha256:2ad0eb02344ff4f68afc3013cd6f607f8c2b6825e1cdd13633226db7df2e85be", 1, 0)
