@@ -378,10 +378,21 @@ def _stream_build(client, folder: Path, v: Variant, dockerfile: str, ca_pem: byt
     return image_id, stage_images
 
 
+DEFAULT_DOCKER_HOSTS = ("", "unix:///var/run/docker.sock", "unix:///run/docker.sock")
+
+
 def stage_record_path(tag: str) -> Path:
-    """Where the last build of `tag` here noted its builder-stage images."""
+    """Where the last build of `tag` here noted its builder-stage images: one folder per engine,
+    so a second daemon's build of the same tag (CI's Docker 20.10 floor beside Docker 28, issue 43)
+    does not overwrite the main engine's note and leave its build cache undroppable."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "kerasenv" / "build-stages" / f"{tag.split(':', 1)[1]}.json"
+    folder = cache / "kerasenv" / "build-stages"
+    host = os.environ.get("DOCKER_HOST", "")
+    if host not in DEFAULT_DOCKER_HOSTS:
+        import re
+
+        folder = folder / re.sub(r"[^A-Za-z0-9._-]+", "_", host).strip("_")
+    return folder / f"{tag.split(':', 1)[1]}.json"
 
 
 def record_stage_images(tag: str, result: BuildResult) -> None:
