@@ -343,11 +343,25 @@ def test_slurm_local_only_looks_when_the_cluster_runs():
 
 @covers("test-prereqs")
 def test_test_prereqs_only_looks_when_everything_is_there():
+    # The engine test-prereqs wants (issue 43): Docker 28.5.2 with the containerd store
+    # (KERASENV_MAIN_ENGINE=docker28, the default), or Debian's 20.10 (debian), as runs here.
+    engine = subprocess.run(["bash", "scripts/docker-current.sh", "which"], cwd=REPO, capture_output=True,
+                            text=True, timeout=30).stdout.strip()
+    main = "docker28" if engine.startswith("28.5.2") and engine.endswith(" containerd") else "debian"
     started = time.monotonic()
-    proc = make("test-prereqs")
+    proc = make("test-prereqs", env={"KERASENV_MAIN_ENGINE": main})
     assert proc.returncode == 0, ran(proc)
     assert proc.out == "", ran(proc)  # nothing to install or start: no "test-prereqs: ..." line
     assert time.monotonic() - started < 30
+    if main == "debian" and os.geteuid() == 0 and not os.environ.get("DOCKER_HOST"):
+        # The default where another engine already answers: it is left running, and one line says
+        # which it is and how to switch (nothing is stopped or started).
+        other = make("test-prereqs", env={"KERASENV_MAIN_ENGINE": "docker28"})
+        assert other.returncode == 0, ran(other)
+        assert other.out.splitlines() == [
+            f"test-prereqs: the engine on /var/run/docker.sock is Docker {engine}, not Docker 28.5.2 with the "
+            "containerd image store (KERASENV_MAIN_ENGINE=docker28): testing on it as it is, no floor lane; to "
+            "switch, stop that dockerd and rerun `sudo make test-prereqs`, or set KERASENV_MAIN_ENGINE=debian to say so"]
 
 
 @covers("compose-plugin")
