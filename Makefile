@@ -5,6 +5,8 @@ SHELL := /bin/bash
 
 VARIANT    ?= $(shell sed -n 's/^default_gpu = "\(.*\)"/\1/p' images/matrix.toml)
 CPU_VARIANT := $(shell sed -n 's/^default_cpu = "\(.*\)"/\1/p' images/matrix.toml)
+# The floor engine's socket (issue 43: Debian 12's Docker 20.10 beside Docker 28; `make test-floor`)
+FLOOR_SOCKET ?= /run/kerasenv-docker20.sock
 GPU_VARIANT := $(shell sed -n 's/^default_gpu = "\(.*\)"/\1/p' images/matrix.toml)
 # The JAX CPU image (the multi-process benchmark), read from the matrix like the two defaults.
 JAX_CPU_VARIANT = $(firstword $(filter jax%-cpu,$(DEBIAN_VARIANTS)))
@@ -46,7 +48,7 @@ smoke_flags = --shm-size $(SHM_SIZE) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(B
 build_flags = $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(CA_CERT),--ca-cert $(CA_CERT))
 platform_flag = $(if $(PLATFORM),--platform $(PLATFORM))
 
-.PHONY: arm64-emulation slurm-local bench-profile shell lab lab-up build-jupyter sbom push pull multiworker train-multiworker bench-multiworker compose-plugin up tensorboard down test-acceptance test-acceptance-all test-image test-images doctor smoke smoke-gpu smoke-cpu run run-gpu run-cpu verify-gpu gpu-host-check bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
+.PHONY: test-floor arm64-emulation slurm-local bench-profile shell lab lab-up build-jupyter sbom push pull multiworker train-multiworker bench-multiworker compose-plugin up tensorboard down test-acceptance test-acceptance-all test-image test-images doctor smoke smoke-gpu smoke-cpu run run-gpu run-cpu verify-gpu gpu-host-check bench-container help venv base-offline generate check-generated lock build build-all lint test test-prereqs test-unit test-integration clean clean-images size size-check bench bench-report
 
 help: ## print this help
 	@awk -v what=title -f scripts/help-matrix.awk images/matrix.toml
@@ -306,7 +308,14 @@ $(foreach i,$(shell seq $(words $(ARM64_VARIANTS))),$(eval $(call arm64_steps,$(
 arm64_last := $(if $(ARM64_VARIANTS),test-arm64-$(lastword $(ARM64_VARIANTS)))
 
 
-test-lanes: $(last_accepts) $(integration_step) $(integration_test_lane_step) $(arm64_last) ## what `make test` runs after lint (use `make -j4 test-lanes`): builds, the tests of each built image, then the arm64 images
+# The floor lane (issue 43), where test-prereqs started the floor daemon (KERASENV_MAIN_ENGINE=docker28):
+# once the amd64 acceptance runs are done, beside the integration tests.
+floor_lane_step := test-floor-lane-step
+floor_step := $(if $(wildcard $(FLOOR_SOCKET)),$(floor_lane_step))
+$(floor_lane_step): $(last_accepts)
+	$(call timed,floor lane (Docker 20.10)) $(MAKE) --no-print-directory test-floor $(call record_failure,floor lane (Docker 20.10 on $(FLOOR_SOCKET)))
+
+test-lanes: $(last_accepts) $(integration_step) $(integration_test_lane_step) $(floor_step) $(arm64_last) ## what `make test` runs after lint (use `make -j4 test-lanes`): builds, the tests of each built image, then the arm64 images
 
 # The integration tests close the build lane: once every image is built they run beside the
 # acceptance runs still going (they need IMAGES_FOR_INTEGRATION, and
@@ -320,6 +329,15 @@ $(integration_test_lane_step): $(last_accepts)
 test-accept-$(firstword $(LANE_VARIANTS)): $(unit_step)
 $(unit_step): venv
 	$(call timed,unit tests) $(VENV)/bin/pytest tests -m 'not docker' $(PYTEST_ARGS) $(call record_failure,unit tests (pytest tests -m "not docker"))
+
+# The declared floor (issue 43): Debian 12's Docker 20.10, a second daemon that test-prereqs starts
+# on FLOOR_SOCKET where Docker 28.5.2 is the main engine (KERASENV_MAIN_ENGINE=docker28). The
+# cheap lane: the CPU image built there (classic builder, overlay2), its default command, the doctor.
+test-floor: venv ## the floor engine (Docker 20.10 on FLOOR_SOCKET): build the CPU image, run its default command, the doctor
+	@test -S $(FLOOR_SOCKET) || { echo "make test-floor: no floor daemon on $(FLOOR_SOCKET): run \`sudo make test-prereqs\` (KERASENV_MAIN_ENGINE=docker28 starts it) or \`sudo scripts/docker-current.sh floor\`" >&2; exit 1; }
+	DOCKER_HOST=unix://$(FLOOR_SOCKET) $(KERASENV) build $(CPU_VARIANT)
+	DOCKER_HOST=unix://$(FLOOR_SOCKET) docker run --rm --init kerasenv:$(CPU_VARIANT)
+	DOCKER_HOST=unix://$(FLOOR_SOCKET) $(KERASENV) doctor
 
 test-acceptance: venv ## the acceptance suite (smoke_tests/) against kerasenv:VARIANT, or IMAGE=<any ref> (GPU=1 adds the GPU tests; PLATFORM=linux/arm64: kerasenv:VARIANT-arm64, under qemu on amd64)
 	$(VENV)/bin/pytest smoke_tests $(if $(IMAGE),--image $(IMAGE),$(if $(filter linux/arm64,$(PLATFORM)),--image kerasenv:$(VARIANT)-arm64,--variant $(VARIANT))) $(if $(GPU),--gpu) $(PYTEST_ARGS)

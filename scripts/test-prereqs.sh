@@ -12,6 +12,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
+# The engine CI tests on (issue 43): docker28, Docker 28.5.2 with the containerd image store on
+# /var/run/docker.sock (what users run; fresh Docker 29 installs default to that store), and
+# Debian 12's Docker 20.10, the declared floor, as a second daemon on $FLOOR_SOCKET for the
+# floor lane (`make test-floor`); debian: Debian 12's docker.io 20.10 as the only engine, as
+# before. scripts/docker-current.sh installs and starts both.
+MAIN_ENGINE=${KERASENV_MAIN_ENGINE:-docker28}
+machine=$(uname -m 2>/dev/null || true)  # forky's packages unpacked here are amd64's
+FLOOR_SOCKET=/run/kerasenv-docker20.sock
+case "$MAIN_ENGINE" in docker28|debian) ;; *)
+  printf 'test-prereqs: KERASENV_MAIN_ENGINE=%s: choose docker28 (Docker 28.5.2, containerd store) or debian (Docker 20.10)\n' "$MAIN_ENGINE" >&2; exit 1 ;;
+esac
 me() { printf 'test-prereqs: %s\n' "$*"; }
 fail() { printf 'test-prereqs: %s\n' "$*" >&2; exit 1; }
 is_root() { [ "$(id -u)" -eq 0 ]; }
@@ -38,7 +49,14 @@ with_recommends=() packages=()
 need_pkg() { have "$1" || packages+=("$2"); }
 have docker-registry || with_recommends+=(docker-registry)  # the local registry of the push/pull tests
 have debootstrap || with_recommends+=(debootstrap)          # `make base-offline` where no registry answers
-if ! docker_up; then
+if [ "$MAIN_ENGINE" = docker28 ] && [ "$machine" = x86_64 ]; then
+  # Debian's dockerd 20.10 for the floor daemon (Docker 28 itself is unpacked from forky's
+  # packages by scripts/docker-current.sh, never installed with apt); runc is Docker 28's runtime.
+  # Only where no engine answers yet: where one does, it is left as it is (see below).
+  if ! docker_up; then
+    have dockerd || with_recommends+=(docker.io)
+  fi
+elif ! docker_up; then
   have dockerd || with_recommends+=(docker.io)  # Debian's engine, only where no daemon runs and none is installed
 fi
 need_pkg tmux tmux
@@ -97,6 +115,25 @@ drop_stale_pid() {  # FILE NAME: remove FILE unless its pid is a running NAME pr
   me "removing the stale $file (pid ${pid:-none} is not a running $name)"
   rm -f "$file"
 }
+if [ "$MAIN_ENGINE" = docker28 ] && [ "$machine" = x86_64 ] && is_root && [ -z "${DOCKER_HOST:-}" ]; then
+  # Docker 28.5.2 with the containerd store as THE engine, where nothing answers on the main
+  # socket yet (CI, a fresh machine). A daemon already there is never stopped from here: it may
+  # be building someone's images; one line says how to switch instead.
+  if ! docker_up; then
+    drop_stale_pid /var/run/docker.pid dockerd
+    drop_stale_pid /var/run/docker/containerd/containerd.pid containerd
+    bash scripts/docker-current.sh main
+    hash -r  # `docker` is now Docker 28's CLI (/usr/local/bin/docker)
+  fi
+  now=$(bash scripts/docker-current.sh which)
+  case "$now" in
+    28.5.2*containerd)
+      # The floor: Debian 12's Docker 20.10 as a second daemon (own socket, data root, bridge).
+      have dockerd || fail "no dockerd 20.10 for the floor lane: run \`apt-get install docker.io\` (Debian 12's)"
+      bash scripts/docker-current.sh floor ;;
+    *) me "the engine on /var/run/docker.sock is Docker $now, not Docker 28.5.2 with the containerd image store (KERASENV_MAIN_ENGINE=docker28): testing on it as it is, no floor lane; to switch, stop that dockerd and rerun \`sudo make test-prereqs\`, or set KERASENV_MAIN_ENGINE=debian to say so" ;;
+  esac
+fi
 if ! docker_up; then
   if [ -d /run/systemd/system ] && systemctl cat docker.service >/dev/null 2>&1; then
     me "systemctl start docker"
@@ -183,4 +220,14 @@ PY
     me "no registry reachable: making $local_tag offline (debootstrap under qemu)"
     .venv/bin/kerasenv base-offline --suite "$suite" --platform linux/arm64
   done
+fi
+
+# --- 6. the floor daemon's base (KERASENV_MAIN_ENGINE=docker28): the default CPU image's base,
+# copied from the main engine (`make test-floor` builds that one image on Docker 20.10) --------
+if [ -S "$FLOOR_SOCKET" ] && [ "$MAIN_ENGINE" = docker28 ] && [ -z "${BASE_IMAGE:-}" ]; then
+  floor_base=$(.venv/bin/python -c 'from kerasenv.matrix import schema; m = schema.load(); print(m.get(m.default_cpu).base_image)')
+  if ! docker -H "unix://$FLOOR_SOCKET" image inspect "$floor_base" >/dev/null 2>&1; then
+    me "copying $floor_base to the floor daemon ($FLOOR_SOCKET)"
+    docker save "$floor_base" | docker -H "unix://$FLOOR_SOCKET" load -q >/dev/null
+  fi
 fi

@@ -80,6 +80,8 @@ TARGETS = {
                    "only looks; then a 2-task srun runs on it",
     "test": "make -n: test-prereqs, then the drift check, lint and make -j3 test-lanes",
     "test-lanes": "make -n: builds, unit tests, acceptance per variant, integration tests (and scripts/timed-step exists)",
+    "test-floor": "real, FLOOR_SOCKET= a missing socket: one line naming how to start the floor daemon; make -n: "
+                  "the CPU image built, its default command and the doctor, all on FLOOR_SOCKET",
     "test-acceptance": "real: VARIANT=tf2.21-cpu PYTEST_ARGS='-k test_label_urls_are_https'",
     "test-acceptance-all": "real: PYTEST_ARGS='-k test_label_urls_are_https' on every built variant",
     "clean": "real, against a fake Docker daemon (DOCKER_HOST=): removes its project container, prunes",
@@ -348,11 +350,25 @@ def test_slurm_local_only_looks_when_the_cluster_runs():
 
 @covers("test-prereqs")
 def test_test_prereqs_only_looks_when_everything_is_there():
+    # The engine test-prereqs wants (issue 43): Docker 28.5.2 with the containerd store
+    # (KERASENV_MAIN_ENGINE=docker28, the default), or Debian's 20.10 (debian), as runs here.
+    engine = subprocess.run(["bash", "scripts/docker-current.sh", "which"], cwd=REPO, capture_output=True,
+                            text=True, timeout=30).stdout.strip()
+    main = "docker28" if engine.startswith("28.5.2") and engine.endswith(" containerd") else "debian"
     started = time.monotonic()
-    proc = make("test-prereqs")
+    proc = make("test-prereqs", env={"KERASENV_MAIN_ENGINE": main})
     assert proc.returncode == 0, ran(proc)
     assert proc.out == "", ran(proc)  # nothing to install or start: no "test-prereqs: ..." line
     assert time.monotonic() - started < 30
+    if main == "debian" and os.geteuid() == 0 and not os.environ.get("DOCKER_HOST"):
+        # The default where another engine already answers: it is left running, and one line says
+        # which it is and how to switch (nothing is stopped or started).
+        other = make("test-prereqs", env={"KERASENV_MAIN_ENGINE": "docker28"})
+        assert other.returncode == 0, ran(other)
+        assert other.out.splitlines() == [
+            f"test-prereqs: the engine on /var/run/docker.sock is Docker {engine}, not Docker 28.5.2 with the "
+            "containerd image store (KERASENV_MAIN_ENGINE=docker28): testing on it as it is, no floor lane; to "
+            "switch, stop that dockerd and rerun `sudo make test-prereqs`, or set KERASENV_MAIN_ENGINE=debian to say so"]
 
 
 @covers("compose-plugin")
@@ -384,6 +400,20 @@ def test_test_unit_runs_the_tests_pytest_args_selects():
                 "-p no:cacheprovider -q")
     assert proc.returncode == 0, ran(proc)
     assert re.search(r"^1 passed, \d+ deselected", proc.stdout, re.M), ran(proc)
+
+
+@covers("test-floor")
+def test_the_floor_lane_runs_on_its_own_socket_and_says_how_to_start_it(tmp_path):
+    # Issue 43: Debian 12's Docker 20.10, the declared floor, beside Docker 28 as the main engine.
+    missing = make("test-floor", f"FLOOR_SOCKET={tmp_path}/none.sock")
+    assert missing.returncode != 0, ran(missing)
+    assert f"make test-floor: no floor daemon on {tmp_path}/none.sock: run `sudo make test-prereqs`" in missing.stderr
+    dry = make("-n", "test-floor", "FLOOR_SOCKET=/run/floor.sock")
+    assert dry.returncode == 0, ran(dry)
+    for line in ("DOCKER_HOST=unix:///run/floor.sock .venv/bin/kerasenv build tf2.21-cpu",
+                 "DOCKER_HOST=unix:///run/floor.sock docker run --rm --init kerasenv:tf2.21-cpu",
+                 "DOCKER_HOST=unix:///run/floor.sock .venv/bin/kerasenv doctor"):
+        assert line in dry.stdout, ran(dry)
 
 
 @covers("test-acceptance")

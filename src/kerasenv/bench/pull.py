@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..engine import containerd as containerd_mod
+from ..images.sizes import unpacked_bytes  # attrs["Size"] is compressed on the containerd store
 from ..errors import KerasenvError, UsageError
 from ..matrix.schema import Variant
 from ..publish import compression as compression_mod
@@ -87,7 +88,7 @@ def dry_run(client, v: Variant, compressions: list[str], zstd_level: int, work_d
     if compression_mod.ZSTD in compressions:
         compression_mod.preflight(compression_mod.ZSTD)
     try:
-        size = client.images.get(image_ref).attrs.get("Size") or 0
+        size = unpacked_bytes(client.images.get(image_ref))
     except ImageNotFound:
         raise UsageError(f"{image_ref} is not here: run `make build VARIANT={v.id}` first") from None
     plan = []
@@ -183,7 +184,7 @@ def document(v: Variant, image_ref: str, image, images: dict, runs: list[PullRun
         ratio = {key: round(summary["zstd"][key] / summary["gzip"][key], 3)
                  for key in ("pull_s", "compressed_bytes") if summary["gzip"][key]}
     return {"kind": KIND, "variant": v.id, "image": image_ref, "image_id": image.id,
-            "uncompressed_bytes": image.attrs.get("Size"),
+            "uncompressed_bytes": unpacked_bytes(image),
             "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "engine": engine_name(), "registry": "Debian's docker-registry on 127.0.0.1 (loopback: no network)",
             "host": {"cpus": _cpus(), "machine": platform_mod.machine()}, "zstd_level": zstd_level,

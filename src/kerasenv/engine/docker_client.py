@@ -83,3 +83,29 @@ def unpacks_zstd(server_version: str) -> bool | None:
     """Whether a Docker daemon of this version unpacks zstd layers (None: version unknown)."""
     version = engine_version(server_version)
     return None if version is None else version >= ZSTD_SINCE
+
+
+# `GET /images/{name}/json?platform=...` selects one platform of a multi-platform image from
+# Engine API 1.49 (Docker 28.1) on. The containerd image store keeps every platform pulled under
+# one tag (a graph driver keeps one image per tag), and a plain inspect then answers for the
+# host's platform whenever that one is there too, whatever `pull --platform` asked for.
+PLATFORM_INSPECT_API = (1, 49)
+
+
+def inspect_platform(c, ref: str, platform: str, api_version: str | None) -> dict | None:
+    """`ref`'s image for `platform` ("linux/arm64"), as image inspect answers it, on an engine
+    whose store holds several platforms under one tag; None where the engine predates the
+    platform parameter or keeps one image per tag (the plain inspect is that image then)."""
+    import json
+    import re
+
+    m = re.match(r"(\d+)\.(\d+)", api_version or "")
+    if not m or (int(m.group(1)), int(m.group(2))) < PLATFORM_INSPECT_API:
+        return None
+    parts = platform.split("/")
+    wanted = {"os": parts[0], "architecture": parts[1], **({"variant": parts[2]} if len(parts) > 2 else {})}
+    version = f"{m.group(1)}.{m.group(2)}"
+    response = c.api._get(f"{c.api.base_url}/v{version}/images/{ref}/json", params={"platform": json.dumps(wanted)})
+    if response.status_code != 200:  # a single-platform image of another platform: the caller's check says so
+        return None
+    return response.json()

@@ -24,6 +24,14 @@ means something else in each (gpu_request.resolve turns it into what this engine
   unless the toolkit has `no-cgroups = true` (NVIDIA/nvidia-container-toolkit#139,
   moby#38729); CDI works without it.
 
+- The image store (Docker): a graph driver (`overlay2`, what 20.10 and upgraded installs use)
+  or the containerd snapshotter (`features.containerd-snapshotter`, the default of fresh Docker
+  29 installs): /info says `Driver: overlayfs` and `DriverStatus: [["driver-type",
+  "io.containerd.snapshotter.v1"]]` then. It changes what `docker image inspect` means: the Id
+  is the manifest (or index) digest, not the config digest, and `Size` counts the compressed
+  content on 29.0-29.7 (moby#53398, moby#53426), so kerasenv reads layer sizes from the history
+  (images/sizes.py); one tag can hold several platforms (`docker run --platform`).
+
 `parse` is pure (unit-tested against recorded /version and /info answers in
 tests/fixtures/engines/); `ask` reads them from a docker SDK client.
 """
@@ -39,6 +47,8 @@ DOCKER_CDI_DEFAULT = (28, 2)
 # Podman honours CDI DeviceRequests through its Docker-compatible API from 5.4.0
 # (containers/podman#19338; #22645 is the 4.x report of the silent drop).
 PODMAN_CDI_REQUESTS = (5, 4)
+# /info DriverStatus's driver-type row on the containerd image store (moby daemon/containerd).
+CONTAINERD_SNAPSHOTTER = "io.containerd.snapshotter.v1"
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,23 @@ class Engine:
     discovered_cdi: tuple[str, ...] = ()  # /info DiscoveredDevices of source "cdi" (newer daemons)
     runtimes: tuple[str, ...] = ()
     security_options: tuple[str, ...] = field(default=())
+    storage_driver: str | None = None  # /info Driver: "overlay2", "overlayfs" (containerd), "vfs"
+    containerd_store: bool = False  # the containerd image store (snapshotter), not a graph driver
+
+    @property
+    def image_store(self) -> str | None:
+        """ "containerd (overlayfs snapshotter)" or "overlay2 (graph driver)"; None: not said."""
+        if self.is_podman or not self.storage_driver:
+            return None
+        if self.containerd_store:
+            return f"containerd ({self.storage_driver} snapshotter)"
+        return f"{self.storage_driver} (graph driver)"
+
+    @property
+    def multi_platform_tags(self) -> bool:
+        """One local tag can hold several platforms (the containerd store); a graph driver keeps
+        one image per tag, so kerasenv tags arm64 images `<id>-arm64`."""
+        return self.containerd_store
 
     @property
     def is_podman(self) -> bool:
@@ -88,6 +115,8 @@ class Engine:
         cdi = ("CDI on (" + ", ".join(self.cdi_spec_dirs) + ")" if self.cdi_spec_dirs else "CDI on") \
             if self.cdi_enabled else "CDI off"
         parts.append(cdi)
+        if self.image_store:
+            parts.append(f"image store {self.image_store}")
         return ", ".join(parts)
 
 
@@ -106,7 +135,10 @@ def parse(version: dict, info: dict) -> Engine:
         product, engine_version = "docker", version.get("Version") or info.get("ServerVersion")
     discovered = tuple(str(d.get("ID")) for d in info.get("DiscoveredDevices") or []
                        if str(d.get("Source", "")).lower() == "cdi" and d.get("ID"))
+    driver_status = {str(row[0]): str(row[1]) for row in info.get("DriverStatus") or [] if len(row) == 2}
     return Engine(
+        storage_driver=info.get("Driver") or None,
+        containerd_store=driver_status.get("driver-type") == CONTAINERD_SNAPSHOTTER,
         product=product, version=engine_version, api_version=version.get("ApiVersion"),
         rootless=rootless, cgroup_version=str(info["CgroupVersion"]) if info.get("CgroupVersion") else None,
         cdi_spec_dirs=tuple(info.get("CDISpecDirs") or ()), cdi_reported="CDISpecDirs" in info,

@@ -37,6 +37,8 @@ def host_checks(facts: HostFacts, matrix: Matrix | None = None) -> list[Check]:
         checks.append(Check(PASS, "docker", "Docker daemon reachable"))
         if facts.docker_version:
             checks.append(zstd_check(facts.docker_version))
+        if facts.engine is not None and facts.engine.image_store:
+            checks.append(image_store_check(facts.engine))
     nv = facts.nvidia
     if not nv.present:
         checks.append(Check(INFO, "nvidia-driver", "no nvidia-smi on this host: no NVIDIA GPU in use",
@@ -93,6 +95,21 @@ def host_checks(facts: HostFacts, matrix: Matrix | None = None) -> list[Check]:
         checks.append(Check(INFO, "shm", f"host /dev/shm {facts.shm_bytes // 2**20} MiB; containers get their "
                                          "own: kerasenv passes --shm-size 2g (Docker's default is 64 MB)"))
     return checks
+
+
+def image_store_check(engine) -> Check:
+    """Which image store Docker keeps images in, and what that changes for the user (issue 43)."""
+    name = f"Docker {engine.version}: image store {engine.image_store}"
+    if engine.containerd_store:
+        return Check(INFO, "image-store",
+                     f"{name}: one tag can hold several platforms (`docker run --platform linux/arm64`; "
+                     "kerasenv still tags its arm64 builds `<id>-arm64`), zstd layers unpack natively, image "
+                     "Ids are manifest digests, and each layer is kept compressed and unpacked (more disk "
+                     "than overlay2); `docker images` SIZE counts compressed content on Docker 29.0-29.7 "
+                     "(moby#53398), so `kerasenv size` reads the unpacked layers instead")
+    return Check(INFO, "image-store",
+                 f"{name}: one platform per tag (kerasenv tags arm64 images `<id>-arm64`); fresh Docker 29 "
+                 "installs use the containerd image store instead (kerasenv works on both)")
 
 
 def zstd_check(docker_version: str) -> Check:

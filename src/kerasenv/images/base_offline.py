@@ -77,7 +77,9 @@ def make(client, *, suite: str, tag: str | None = None, mirror: str = DEFAULT_MI
                      f'io.kerasenv.base-offline="debootstrap --variant=minbase --arch={arch} {suite} {mirror}"'])
         if foreign:
             _set_architecture(client, tag, arch, Path(tmp))
-    size = client.images.get(tag).attrs["Size"]
+    from .sizes import unpacked_bytes
+
+    size = unpacked_bytes(client.images.get(tag))  # attrs["Size"] is compressed on the containerd store
     say(f"imported {tag}: {size / 1e6:.0f} MB, {time.monotonic() - started:.0f} s")
     return tag
 
@@ -85,7 +87,14 @@ def make(client, *, suite: str, tag: str | None = None, mirror: str = DEFAULT_MI
 def _set_architecture(client, tag: str, arch: str, tmp: Path) -> None:
     """`docker import` on Docker 20.10 records the engine's architecture whatever the files are, and
     `docker build --platform linux/arm64` then refuses the base: rewrite the image config's
-    architecture (save, edit, load: about 2 s)."""
+    architecture (save, edit, load: about 2 s).
+
+    Through `docker save`'s manifest.json, which both image stores write (Docker >= 25 saves an
+    OCI layout around it). The edited config is stored under its new digest and the OCI index is
+    dropped: the containerd store loads an index by content digest and would refuse a config
+    edited in place (issue 43); without index.json both stores load manifest.json."""
+    import hashlib
+
     folder = tmp / "image"
     folder.mkdir()
     saved = tmp / "image.tar"
@@ -99,12 +108,20 @@ def _set_architecture(client, tag: str, arch: str, tmp: Path) -> None:
     config["architecture"] = arch
     if arch == "arm64":
         config["variant"] = "v8"
-    config_path.write_text(json.dumps(config))
+    data = json.dumps(config).encode()
+    digest = hashlib.sha256(data).hexdigest()
+    # blobs/sha256/<digest> in an OCI layout (Docker >= 25), <digest>.json before
+    new_name = f"blobs/sha256/{digest}" if manifest[0]["Config"].startswith("blobs/") else f"{digest}.json"
+    (folder / new_name).write_bytes(data)
+    manifest[0]["Config"] = new_name
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    for oci in ("index.json", "oci-layout"):
+        (folder / oci).unlink(missing_ok=True)
     saved.unlink()
     subprocess.run(["tar", "-C", str(folder), "-cf", str(saved), "."], check=True)
     client.images.remove(tag)
-    with saved.open("rb") as data:
-        client.images.load(data.read())
+    with saved.open("rb") as data_file:
+        client.images.load(data_file.read())
     got = client.images.get(tag).attrs.get("Architecture")
     if got != arch:
         raise KerasenvError(f"{tag} is recorded as {got}, not {arch}, after rewriting its config")

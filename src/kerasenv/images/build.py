@@ -300,7 +300,13 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     image = client.images.get(image_id)
     if arm and image.attrs.get("Architecture") != "arm64":
         raise BuildFailed(f"building {name} gave a {image.attrs.get('Architecture')} image, not arm64")
-    result = BuildResult(v, image_id, image.attrs["Size"], time.monotonic() - started,
+    # The Id that image inspect answers, which drop_recorded_build_cache compares with later: on
+    # the containerd image store that is the manifest digest, not the config digest (issue 43;
+    # the classic builder's aux ID was that Id on Docker 28.5.2, measured, but nothing promises
+    # it). The size: unpacked layers on both stores (images/sizes.py), never attrs["Size"].
+    from .sizes import unpacked_bytes
+
+    result = BuildResult(v, image.id, unpacked_bytes(image), time.monotonic() - started,
                          tuple(dict.fromkeys(stage_images)))
     record_stage_images(tag, result)
     progress.note(f"built {tag}: {result.size_bytes / 1e9:.2f} GB "
@@ -382,10 +388,21 @@ def _stream_build(client, folder: Path, v: Variant, dockerfile: str, ca_pem: byt
     return image_id, stage_images
 
 
+DEFAULT_DOCKER_HOSTS = ("", "unix:///var/run/docker.sock", "unix:///run/docker.sock")
+
+
 def stage_record_path(tag: str) -> Path:
-    """Where the last build of `tag` here noted its builder-stage images."""
+    """Where the last build of `tag` here noted its builder-stage images: one folder per engine,
+    so a second daemon's build of the same tag (CI's Docker 20.10 floor beside Docker 28, issue 43)
+    does not overwrite the main engine's note and leave its build cache undroppable."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "kerasenv" / "build-stages" / f"{tag.split(':', 1)[1]}.json"
+    folder = cache / "kerasenv" / "build-stages"
+    host = os.environ.get("DOCKER_HOST", "")
+    if host not in DEFAULT_DOCKER_HOSTS:
+        import re
+
+        folder = folder / re.sub(r"[^A-Za-z0-9._-]+", "_", host).strip("_")
+    return folder / f"{tag.split(':', 1)[1]}.json"
 
 
 def record_stage_images(tag: str, result: BuildResult) -> None:

@@ -183,10 +183,12 @@ def _cmd_build(args, matrix: Matrix) -> int:
         built = []  # (tag, result)
         if not args.jupyter_only:
             ref = v.platform_ref(platform)
-            disk.ensure_room(client, ref, disk.build_need_bytes(v, platform), args.wait_for_disk, say)
+            disk.ensure_room(client, ref, int(disk.build_need_bytes(v, platform) * disk.store_factor(client)),
+                             args.wait_for_disk, say)
             built.append((ref, build.build(client, matrix, v, **options)))
         if (args.jupyter or args.jupyter_only) and v in matrix.with_jupyter():
-            need = disk.build_need_bytes(v, platform, jupyter_added_mb=matrix.jupyter.added_size_budget_mb)
+            need = int(disk.build_need_bytes(v, platform, jupyter_added_mb=matrix.jupyter.added_size_budget_mb)
+                       * disk.store_factor(client))
             disk.ensure_room(client, v.jupyter_ref, need, args.wait_for_disk, say)
             built.append((v.jupyter_ref, build.build(client, matrix, v, jupyter=True, **options)))
         for _, result in built if args.drop_build_cache else ():

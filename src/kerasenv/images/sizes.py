@@ -1,5 +1,17 @@
 """Image sizes: total, layers attributed to base / Python / CUDA / TensorFlow / ours,
-bytes shared between images, and the matrix's size budgets."""
+bytes shared between images, and the matrix's size budgets.
+
+Every number is the sum of the image's unpacked layers, as the image history reports them, on
+both of Docker's image stores (issue 43). Not `docker image inspect`'s `Size`: on the containerd
+image store that counts the image's content blobs, i.e. the *compressed* layers of a pulled
+image, on Docker 28 and 29.0-29.7 (moby#53398, moby#53426; a user's tf2.21-cpu read 0.57 GB
+there against 1.79 GB on overlay2, and `make size-check` passed on it).
+
+What remains different between the stores, measured (docs/using/engines.md): overlay2 counts the
+bytes of the files in a layer (moby's graphdriver directory.Size), the containerd snapshotter
+the disk blocks they take (containerd's fs.DiskUsage, st_blocks), so every layer reads a few
+percent larger there, most in layers of many small files: debian:trixie-slim 78.8 MB vs 87.8 MB.
+"""
 
 from __future__ import annotations
 
@@ -24,9 +36,14 @@ class ImageSize:
         return v.size_budget_mb is not None and self.total > v.size_budget_mb * 1_000_000
 
 
+BUILDKIT_MARK = "# buildkit"  # BuildKit ends every history entry that made a layer with it
+
+
 def _part(created_by: str, below_base: bool) -> str:
     if below_base:
         return "base"
+    if created_by.rstrip().endswith(BUILDKIT_MARK) and created_by.startswith(("COPY ", "ADD ")):
+        return _buildkit_copy_part(created_by)
     # The history reads "COPY dir:<sum> in <dest>" or, with --chown, "COPY --chown=1000:0dir:<sum>
     # in <dest>": match the source kind and the destination, not the flags.
     copies_dir = "COPY " in created_by and "dir:" in created_by
@@ -44,6 +61,20 @@ def _part(created_by: str, below_base: bool) -> str:
     return "kerasenv"
 
 
+def _buildkit_copy_part(created_by: str) -> str:
+    """BuildKit (Docker >= 23's `docker build`, buildx) writes a COPY as its sources and
+    destination, "COPY /opt/venv /opt/venv # buildkit", where the classic builder wrote
+    "COPY dir:<sum> in /opt/venv" (recorded from Docker 28.5.2's BuildKit:
+    tests/fixtures/engines/docker-28.5.2-containerd/image-buildkit-probe.json)."""
+    words = [w for w in created_by.rstrip()[: -len(BUILDKIT_MARK)].split()[1:] if not w.startswith("--")]
+    dest = words[-1] if words else ""
+    if dest == "/" or "/opt/venv/lib/" in dest:
+        return "cuda"  # COPY --from=cuda-libs /opt/cuda-parts/N/ /, or the pre-split site-packages copy
+    if dest.rstrip("/") == "/opt/venv":
+        return "framework"
+    return "kerasenv"
+
+
 def measure(client, ref: str, base_ref: str | None) -> ImageSize:
     image = client.images.get(ref)
     diff_ids = image.attrs["RootFS"]["Layers"]
@@ -55,9 +86,8 @@ def measure(client, ref: str, base_ref: str | None) -> ImageSize:
                 base_layers = len(base_diff)
         except Exception:  # base not present locally: attribute nothing to it
             base_layers = 0
-    # History is newest first; entries that made a filesystem layer map onto RootFS in order.
-    history = [h for h in reversed(image.history()) if not _is_empty_layer(h)]
-    result = ImageSize(ref, image.attrs["Size"])
+    history = layer_history(image.history(), len(diff_ids))
+    result = ImageSize(ref, sum(int(h.get("Size", 0)) for h in history))
     for index, (diff_id, entry) in enumerate(zip(diff_ids, history)):
         size = int(entry.get("Size", 0))
         part = _part(entry.get("CreatedBy", ""), index < base_layers)
@@ -66,10 +96,42 @@ def measure(client, ref: str, base_ref: str | None) -> ImageSize:
     return result
 
 
+# The Dockerfile instructions that never make a filesystem layer: BuildKit writes them bare in
+# the history ("LABEL a=b", "ARG X=1", "SHELL [/bin/bash -c]"), the classic builder after "#(nop)".
+_METADATA_STEPS = ("ARG", "ENV", "LABEL", "SHELL", "CMD", "ENTRYPOINT", "USER", "EXPOSE", "VOLUME",
+                   "STOPSIGNAL", "HEALTHCHECK", "ONBUILD", "MAINTAINER")
+
+
 def _is_empty_layer(entry: dict) -> bool:
-    # The classic builder marks metadata-only steps with "#(nop)" and size 0, except COPY/ADD.
+    # The Engine API's history has no EmptyLayer flag (the image config has): a metadata step has
+    # size 0 and reads "... #(nop) LABEL ..." (classic builder) or "LABEL ..." (BuildKit).
+    # COPY/ADD are layers even when #(nop) and empty.
+    if int(entry.get("Size", 0)) != 0:
+        return False
     created = entry.get("CreatedBy", "")
-    return entry.get("Size", 0) == 0 and "#(nop)" in created and " COPY " not in created and " ADD " not in created
+    if "#(nop)" in created:
+        return " COPY " not in created and " ADD " not in created
+    return created.split(" ", 1)[0] in _METADATA_STEPS
+
+
+def layer_history(history: list[dict], layers: int) -> list[dict]:
+    """The history entries that made the image's `layers` filesystem layers, oldest first (the
+    order of RootFS.Layers). Where the steps are not told apart by their text alone (a size-0
+    step of another builder), the remaining size-0 entries are dropped, newest first, until the
+    count matches the layers: a layer of size 0 adds nothing to any total either way."""
+    made = [h for h in reversed(history) if not _is_empty_layer(h)]
+    for index in range(len(made) - 1, -1, -1):
+        if len(made) <= layers:
+            break
+        if int(made[index].get("Size", 0)) == 0:
+            del made[index]
+    return made[:layers]
+
+
+def unpacked_bytes(image) -> int:
+    """An image's size unpacked, the same on overlay2 and the containerd store (see the module's
+    docstring): the sum of its layers' sizes from the history, never `attrs["Size"]`."""
+    return sum(int(h.get("Size", 0)) for h in layer_history(image.history(), len(image.attrs["RootFS"]["Layers"])))
 
 
 def shared_bytes(a: ImageSize, b: ImageSize) -> int:

@@ -9,6 +9,13 @@ The recompression is skopeo's (containers/image): `docker push` can only write g
 `skopeo copy docker-daemon:IMAGE docker://REF --dest-compress-format zstd` reads the layers
 uncompressed from the engine and writes zstd. (A registry-to-registry `skopeo copy` would
 reuse the gzip blobs, which is why the source is the engine.)
+
+Debian 12's skopeo 1.9.3 reads `docker-daemon:` through Engine API 1.22 and ignores DOCKER_HOST.
+Docker >= 25 refuses API < 1.24 ("client version 1.22 is too old", measured on Docker 28.5.2;
+Docker 29 refuses < 1.44, moby#51186), so where the engine's MinAPIVersion is above 1.22 the
+image is saved through the Engine API first (the engine DOCKER_HOST names; Docker >= 25 writes
+manifest.json in its OCI layout, which `docker-archive:` reads) and skopeo copies that file;
+elsewhere skopeo reads the engine itself, told DOCKER_HOST (`--src-daemon-host`).
 """
 
 from __future__ import annotations
@@ -76,9 +83,48 @@ def preflight(compression: str) -> None:
         _skopeo()
 
 
+# The Engine API version skopeo's docker-daemon: transport speaks (containers/image
+# docker/daemon/client.go, defaultAPIVersion), newer engines' floor above it: see the docstring.
+SKOPEO_DAEMON_API = (1, 22)
+
+
+def _api_tuple(version: str | None) -> tuple[int, int] | None:
+    try:
+        major, minor = (version or "").split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return None
+
+
+def _engine_min_api() -> str | None:
+    """The engine's MinAPIVersion (the one DOCKER_HOST names), None where it cannot be asked."""
+    from ..engine import docker_client
+
+    try:
+        return docker_client.client().version().get("MinAPIVersion")
+    except Exception:  # the push then fails in skopeo with its own line
+        return None
+
+
+def _save(image_ref: str, folder: str) -> str:
+    """`docker save` of image_ref through the Engine API into folder: the archive's path."""
+    import os
+
+    from ..engine import docker_client
+
+    path = os.path.join(folder, "image.tar")
+    with open(path, "wb") as out:
+        for chunk in docker_client.client().images.get(image_ref).save(named=True):
+            out.write(chunk)
+    return path
+
+
 def push_zstd(image_ref: str, dest_ref: str, level: int = ZSTD_LEVEL, timeout: float = 7200) -> float:
     """Recompress the engine's image `image_ref` to zstd and push it as `dest_ref`
     (registry/repository:tag); return the seconds it took."""
+    import os
+    import tempfile
+
     registry = dest_ref.split("/", 1)[0]
     # --retry-times: skopeo retries a failed layer upload itself (containers/common's retry
     # package: network errors and 5xx), as dockerd does for `docker push`.
@@ -86,9 +132,17 @@ def push_zstd(image_ref: str, dest_ref: str, level: int = ZSTD_LEVEL, timeout: f
                "--dest-compress-format", "zstd", "--dest-compress-level", str(level)]
     if is_plain_http(registry):
         command.append("--dest-tls-verify=false")
-    command += [f"docker-daemon:{image_ref}", f"docker://{dest_ref}"]
     started = time.perf_counter()
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    min_api = _api_tuple(_engine_min_api())
+    with tempfile.TemporaryDirectory(prefix="kerasenv-zstd-") as folder:
+        if min_api is not None and min_api > SKOPEO_DAEMON_API:
+            source = f"docker-archive:{_save(image_ref, folder)}"
+        else:
+            if os.environ.get("DOCKER_HOST"):
+                command += ["--src-daemon-host", os.environ["DOCKER_HOST"]]
+            source = f"docker-daemon:{image_ref}"
+        proc = subprocess.run(command + [source, f"docker://{dest_ref}"], capture_output=True, text=True,
+                              timeout=timeout)
     if proc.returncode != 0:
         lines = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()
         raise KerasenvError(f"skopeo could not push {dest_ref}: {lines[-1][:300]}; check that the registry is up and "

@@ -237,6 +237,9 @@ def _with_retries(run: Callable[[], tuple], *, what: str, action: str, registry:
         f"skipped; {ATTEMPTS_ENV}/{BACKOFF_ENV} set the retries)")
 
 
+_PUSHED_DIGEST = re.compile(r": digest: (sha256:[0-9a-f]{64}) size: \d+$")
+
+
 def _stream(events, say, what: str) -> tuple[str | None, int, int]:
     """Follow push/pull progress; return (digest, layers transferred, layers already there)."""
     digest, sent, skipped, last = None, 0, 0, 0.0
@@ -252,6 +255,10 @@ def _stream(events, say, what: str) -> tuple[str | None, int, int]:
             digest = event["aux"]["Digest"]
         if status.startswith("Digest: "):
             digest = status.split(": ", 1)[1]
+        elif digest is None and _PUSHED_DIGEST.search(status):
+            # "<tag>: digest: sha256:... size: 424": all Docker 28.5.2's push says on the
+            # containerd image store, which sends no aux event with the digest (issue 43)
+            digest = _PUSHED_DIGEST.search(status).group(1)
         now = time.monotonic()
         if status in ("Pushed", "Pull complete", "Layer already exists", "Already exists") or now - last > 10:
             say(f"  {what}: {event.get('id', '')} {status} {event.get('progress', '')}".rstrip())
@@ -420,15 +427,36 @@ def pull(client, matrix: Matrix, v: Variant, registry: str, compression: str = c
                                f"are gzip, zstd goes to {repo}:{compression_mod.zstd_tag(v.id)})") from None
         raise
     image = client.images.get(ref)
-    arch = image.attrs.get("Architecture", "amd64")
+    # The containerd image store keeps both platforms under the tag, and a plain inspect answers
+    # for the host's whenever it is there too (issue 43): ask for the platform pulled.
+    picked = docker_client.inspect_platform(client, ref, platform, client.version().get("ApiVersion")) \
+        if platform else None
+    attrs = picked or image.attrs
+    local = v.platform_ref(platform) if platform and v.arm64 and platform != "linux/amd64" else v.image_ref
+    if not attrs.get("Architecture") and not (attrs.get("RootFS") or {}).get("Layers"):
+        # The containerd image store skips fetching the layers of a pull whose unpacked layers it
+        # already has from another image (the same image pushed from here in another compression,
+        # say) and then answers inspect with no platform, config or layers (measured on Docker
+        # 28.5.2, issue 43). Tagging that as kerasenv:<id> would break every later inspect.
+        raise KerasenvError(f"{ref} was pulled, but the engine keeps only its manifest (the containerd image store "
+                            f"skipped layers it already had unpacked, so inspect names no platform): remove the "
+                            f"local image that shares them (`docker rmi {local}`) and pull again")
+    arch = attrs.get("Architecture", "amd64")
     if platform and arch != platform.split("/")[1]:
         raise KerasenvError(f"{ref} gave a {arch} image for --platform {platform}: the registry has no {platform} "
                             f"image under that tag (`docker manifest inspect {ref}` lists what it has)")
     if arch == "arm64" and not v.arm64:
         raise KerasenvError(f"{ref} is an arm64 image, but {v.id} has no arm64 image in the matrix: a stale or foreign tag")
     local = v.platform_ref(f"linux/{arch}") if v.arm64 else v.image_ref
-    image.tag(*local.split(":", 1))  # the local name the rest of the tooling uses
-    stale = stale_labels(matrix, v, image.labels or {}, arch)
+    # The local name the rest of the tooling uses, for that platform's image alone: by the Id
+    # picked, which on the containerd store is that platform's manifest, not the whole index.
+    if picked:
+        client.api.tag(picked["Id"], *local.split(":", 1))
+        labels = (picked.get("Config") or {}).get("Labels") or {}
+    else:
+        image.tag(*local.split(":", 1))
+        labels = image.labels or {}
+    stale = stale_labels(matrix, v, labels, arch)
     if stale:
         detail = ", ".join(f"{k}={got!r} (matrix: {want!r})" for k, (want, got) in list(stale.items())[:3])
         say(f"kerasenv: warning: {repo}:{v.id} is stale: {detail}; rebuild and push it, or pull by digest")

@@ -58,3 +58,28 @@ def test_a_user_without_root_gets_one_line_naming_what_is_missing_and_the_comman
         assert what in line
     assert "run `sudo make test-prereqs` (or: sudo apt-get install -y docker-registry " in line
     assert line.endswith("&& sudo npm install -g @devcontainers/cli)")
+
+
+CURRENT = REPO / "scripts" / "docker-current.sh"
+
+
+def test_the_docker_current_script_parses_and_answers_in_one_line(tmp_path):
+    # scripts/docker-current.sh (issue 43): installs and starts Docker 28.5.2 with the containerd
+    # store; `which` is what test-prereqs and .ci/run print, and it never starts anything.
+    subprocess.run(["bash", "-n", str(CURRENT)], check=True)
+    proc = subprocess.run(["bash", str(CURRENT), "which", str(tmp_path / "none.sock")],
+                          capture_output=True, text=True, timeout=30)
+    assert (proc.returncode, proc.stdout) == (0, f"nothing answers on {tmp_path / 'none.sock'}\n")
+    bad = subprocess.run(["bash", str(CURRENT), "replace-everything"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr.splitlines() == [f"docker-current: usage: {CURRENT} install|main|second|floor|which [SOCKET]|"
+                                       "stop-second|stop-floor"]
+
+
+def test_test_prereqs_refuses_an_unknown_main_engine_in_one_line(bare_host):
+    proc = subprocess.run([shutil.which("bash"), str(bare_host / "scripts" / SCRIPT.name)], capture_output=True,
+                          text=True, timeout=30, env={"PATH": str(bare_host / "bin"), "HOME": str(bare_host),
+                                                      "KERASENV_MAIN_ENGINE": "podman"})
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == ["test-prereqs: KERASENV_MAIN_ENGINE=podman: choose docker28 (Docker 28.5.2, "
+                                        "containerd store) or debian (Docker 20.10)"]

@@ -29,8 +29,14 @@ def test_the_smokes_first_step_and_verdict_are_read_from_its_output():
 
 
 class FakeImage:
+    # As on the containerd image store: Size counts the compressed content (moby#53398), the
+    # history the unpacked layers, which are what the report calls the image's size.
     id = "sha256:abc"
-    attrs = {"Size": 6_740_000_000}
+    attrs = {"Size": 3_650_000_000, "RootFS": {"Layers": ["sha256:base", "sha256:venv"]}}
+
+    def history(self):
+        return [{"CreatedBy": "COPY /opt/venv /opt/venv # buildkit", "Size": 6_660_000_000},
+                {"CreatedBy": "LABEL a=b", "Size": 0}, {"CreatedBy": "", "Size": 80_000_000}]
 
 
 def run(c, r, pull_s):

@@ -51,3 +51,19 @@ def test_a_docker_that_does_not_report_cdi_is_judged_by_its_version():
     old = engine_facts.parse({"Version": "26.1.0"}, {})
     new = engine_facts.parse({"Version": "28.2.0"}, {})
     assert not old.cdi_enabled and new.cdi_enabled
+
+
+# Issue 43: which image store Docker keeps images in, from /info's Driver and DriverStatus
+# (recorded: tests/fixtures/engines/README.md).
+def test_the_containerd_image_store_is_told_from_a_graph_driver():
+    d28 = engine("docker-28.5.2-containerd")  # recorded: Docker 28.5.2, features.containerd-snapshotter
+    assert (d28.version, d28.storage_driver, d28.containerd_store) == ("28.5.2+dfsg4", "overlayfs", True)
+    assert d28.image_store == "containerd (overlayfs snapshotter)" and d28.multi_platform_tags
+    assert d28.cdi_enabled  # on by default from 28.2 (moby#49963)
+    assert d28.describe() == ("Docker 28.5.2+dfsg4, rootful, cgroup v1, CDI on (/etc/cdi, /var/run/cdi), "
+                              "image store containerd (overlayfs snapshotter)")
+    d20 = engine("docker-20.10-debian")  # recorded: overlay2, no driver-type row
+    assert (d20.storage_driver, d20.containerd_store, d20.multi_platform_tags) == ("overlay2", False, False)
+    assert d20.image_store == "overlay2 (graph driver)"
+    # Podman's compat /info has no Docker image store to speak of
+    assert engine("podman-4.3.1-debian").image_store is None

@@ -211,3 +211,30 @@ def test_a_blackwell_host_below_580_is_pointed_at_the_jax_image_not_the_newest_t
 def test_the_doctor_says_whether_docker_unpacks_zstd(version, status, says):
     check = doctor.zstd_check(version)
     assert (check.status, check.name) == (status, "zstd") and says in check.message
+
+
+def test_the_doctor_names_the_image_store_and_what_it_means(real_matrix):
+    # Issue 43: a user's Docker 28.5.2 with the containerd store was named with its CDI and zstd,
+    # never its image store, while `kerasenv size` read compressed bytes there.
+    import json
+
+    from kerasenv.engine import engine_facts
+
+    def recorded(name):
+        folder = REPO / "tests" / "fixtures" / "engines" / name
+        return engine_facts.parse(json.loads((folder / "version.json").read_text()),
+                                  json.loads((folder / "info.json").read_text()))
+
+    for name, says in [("docker-28.5.2-containerd", "image store containerd (overlayfs snapshotter): one tag "
+                                                     "can hold several platforms"),
+                       ("docker-20.10-debian", "image store overlay2 (graph driver): one platform per tag")]:
+        e = recorded(name)
+        facts = doctor.HostFacts(nvidia=doctor.probe_nvidia("/nonexistent/nvidia-smi"), docker_version=e.version,
+                                 engine=e)
+        report = doctor.judge(facts, real_matrix)
+        store = [c for c in report.host if c.name == "image-store"]
+        assert len(store) == 1 and says in store[0].message, store
+        assert {"name": "image-store", "status": INFO} .items() <= report.as_dict()["host"][
+            [c["name"] for c in report.as_dict()["host"]].index("image-store")].items()
+    facts = doctor.HostFacts(nvidia=doctor.probe_nvidia("/nonexistent/nvidia-smi"), docker_version="28.5.2")
+    assert not [c for c in doctor.judge(facts, real_matrix).host if c.name == "image-store"]  # engine not asked

@@ -324,7 +324,11 @@ STAGED_BUILD = [
 
 class FakeImage:
     def __init__(self, image_id: str, tags=(), size: int = 10**9) -> None:
-        self.id, self.tags, self.attrs = image_id, list(tags), {"Size": size}
+        self.id, self.tags, self.attrs = image_id, list(tags), {"Size": size, "RootFS": {"Layers": ["sha256:l"]}}
+        self._size = size
+
+    def history(self):
+        return [{"CreatedBy": "RUN true", "Size": self._size}]
 
 
 class FakeBuildClient:
@@ -488,3 +492,16 @@ def test_drop_build_cache_leaves_the_stages_of_a_note_about_another_image(real_m
     client._images["kerasenv:tf2.21-cpu"] = FakeImage("sha256:0ther", ["kerasenv:tf2.21-cpu"])  # rebuilt or pulled
     assert build.drop_recorded_build_cache(client, v, said.append) == 0
     assert client.removed == [] and "made another image" in said[-1]
+
+
+def test_each_engine_notes_its_own_build_stages(monkeypatch, tmp_path):
+    # Issue 43: CI's floor daemon (Docker 20.10) builds kerasenv:tf2.21-cpu beside the main engine;
+    # one note per tag for both made the main engine's `drop-build-cache` find "another image".
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    main = build.stage_record_path("kerasenv:tf2.21-cpu")
+    monkeypatch.setenv("DOCKER_HOST", "unix:///var/run/docker.sock")
+    assert build.stage_record_path("kerasenv:tf2.21-cpu") == main == tmp_path / "kerasenv/build-stages/tf2.21-cpu.json"
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/kerasenv-docker20.sock")
+    floor = build.stage_record_path("kerasenv:tf2.21-cpu")
+    assert floor == tmp_path / "kerasenv/build-stages/unix_run_kerasenv-docker20.sock/tf2.21-cpu.json"

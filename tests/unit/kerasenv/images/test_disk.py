@@ -90,3 +90,21 @@ def test_a_negative_wait_is_refused_before_docker_is_asked(monkeypatch, capsys):
     code = cli.main(["build", "tf2.21-cpu", "--wait-for-disk", "-5"])
     err = capsys.readouterr().err
     assert code != 0 and "--wait-for-disk -5: give seconds, 0 or more" in err
+
+
+def test_a_build_on_the_containerd_store_asks_for_more_disk():
+    # Issue 43: each layer kept compressed and unpacked (recorded /info of Docker 28.5.2 and 20.10).
+    import json
+    from types import SimpleNamespace
+
+    from ...conftest import REPO
+
+    def client(name):
+        info = json.loads((REPO / "tests" / "fixtures" / "engines" / name / "info.json").read_text())
+        return SimpleNamespace(info=lambda: info)
+    assert disk.store_factor(client("docker-28.5.2-containerd")) == disk.CONTAINERD_STORE_FACTOR > 1.2
+    assert disk.store_factor(client("docker-20.10-debian")) == 1.0
+
+    def broken():
+        raise OSError("connection refused")
+    assert disk.store_factor(SimpleNamespace(info=broken)) == 1.0

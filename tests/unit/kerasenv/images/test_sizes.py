@@ -76,3 +76,71 @@ def test_over_budget_lists_the_images_above_their_matrix_budget(real_matrix):
 ])
 def test_each_layer_is_attributed_by_what_its_step_copied(created_by, part):
     assert sizes._part(created_by, below_base=False) == part
+
+
+# --- issue 43: the same meaning on both of Docker's image stores ------------------------------
+# Recorded from Docker 28.5.2 with the containerd image store (tests/fixtures/engines/README.md).
+import json  # noqa: E402
+
+from ...conftest import REPO  # noqa: E402
+
+D28 = REPO / "tests" / "fixtures" / "engines" / "docker-28.5.2-containerd"
+
+
+class RecordedImage:
+    def __init__(self, name: str) -> None:
+        recorded = json.loads((D28 / f"{name}.json").read_text())
+        self.attrs, self._history = recorded["inspect"], recorded["history"]
+        self.id = self.attrs["Id"]
+
+    def history(self):
+        return self._history
+
+
+def recorded_client(**images: str):
+    return SimpleNamespace(images=SimpleNamespace(get=lambda ref: RecordedImage(images[ref])))
+
+
+def test_on_the_containerd_store_the_total_is_the_unpacked_layers_not_the_compressed_size():
+    # The classic builder's tf2.21-cpu on Docker 28.5.2: inspect's Size is the compressed
+    # content (0.57 GB, moby#53398); the layers unpacked add up to 1.86 GB, which is what
+    # overlay2 calls 1.79 GB (files' bytes there, disk blocks here: the module's docstring).
+    client = recorded_client(**{"kerasenv:tf2.21-cpu": "image-tf2.21-cpu-classic-builder",
+                                "debian:trixie-slim": "image-debian-trixie-slim-loaded"})
+    size = sizes.measure(client, "kerasenv:tf2.21-cpu", "debian:trixie-slim")
+    assert client.images.get("kerasenv:tf2.21-cpu").attrs["Size"] == 574_551_101
+    assert size.total == sum(size.parts.values()) == sum(n for _, n in size.layers) == 1_858_940_928
+    assert size.parts["base"] == 87_781_376 and size.parts["python"] > 100e6
+    assert 1.6e9 < size.parts["framework"] < 1.7e9 and "cuda" not in size.parts
+    assert len(size.layers) == 9  # every layer of RootFS, none of the metadata steps
+    assert sizes.unpacked_bytes(client.images.get("kerasenv:tf2.21-cpu")) == size.total
+
+
+def test_an_image_built_by_buildkit_is_attributed_and_its_metadata_steps_are_no_layers():
+    # Docker 28's `docker build` (BuildKit): "LABEL ..." and "ARG ..." with no "#(nop)" are not
+    # layers; COPYs read "COPY <src> <dest> # buildkit" (a probe Dockerfile with kerasenv's steps).
+    client = recorded_client(probe="image-buildkit-probe", base="image-debian-trixie-slim-loaded")
+    size = sizes.measure(client, "probe", "base")
+    assert len(size.layers) == 8 == len(client.images.get("probe").attrs["RootFS"]["Layers"])
+    assert set(size.parts) == {"base", "python", "cuda", "framework", "kerasenv"}
+    assert size.total == sum(size.parts.values()) == 87_891_968
+
+
+@pytest.mark.parametrize("created_by,part", [
+    ("COPY /opt/cuda-parts/1/ / # buildkit", "cuda"),
+    ("COPY /opt/venv/lib/python3.13/site-packages/ /opt/venv/lib/python3.13/site-packages/ # buildkit", "cuda"),
+    ("COPY /opt/venv /opt/venv # buildkit", "framework"),
+    ("COPY --chown=1000:0 common/ /opt/kerasenv/ # buildkit", "kerasenv"),
+    ("COPY /opt/kerasenv-pins/pip.conf /etc/pip.conf # buildkit", "kerasenv"),
+    ('RUN |1 DEBIAN_UPDATES=trixie@x /bin/bash -o pipefail -c bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES" '
+     "ca-certificates python3 graphviz && rm -rf /tmp/build # buildkit", "python"),
+])
+def test_buildkit_history_is_attributed_as_the_classic_builders(created_by, part):
+    assert sizes._part(created_by, below_base=False) == part
+
+
+def test_size_zero_steps_the_text_does_not_tell_apart_are_dropped_to_the_layer_count():
+    history = [{"CreatedBy": "WORKDIR /workspace", "Size": 0}, {"CreatedBy": "RUN x # buildkit", "Size": 5},
+               {"CreatedBy": "", "Size": 7}]  # newest first, as the API answers
+    assert [h["Size"] for h in sizes.layer_history(history, 2)] == [7, 5]
+    assert [h["Size"] for h in sizes.layer_history(history, 3)] == [7, 5, 0]

@@ -52,6 +52,8 @@ def test_docker_20s_zstd_failure_is_recognised():
 
 def test_push_zstd_runs_skopeo_from_the_engine_at_the_chosen_level(monkeypatch):
     seen = []
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(compression, "_engine_min_api", lambda: "1.12")  # Docker 20.10's floor
     monkeypatch.setattr(compression, "_skopeo", lambda: "skopeo")
     monkeypatch.setattr(compression.subprocess, "run",
                         lambda cmd, **kw: seen.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", ""))
@@ -66,7 +68,42 @@ def test_push_zstd_runs_skopeo_from_the_engine_at_the_chosen_level(monkeypatch):
     assert "--dest-tls-verify=false" not in seen[0] and seen[0][seen[0].index("--dest-compress-level") + 1] == "9"
 
 
+def test_skopeo_reads_the_engine_docker_host_names(monkeypatch):
+    # Debian 12's skopeo 1.9.3 ignores DOCKER_HOST: it read Docker 20.10 on /var/run/docker.sock
+    # while kerasenv meant the Docker 28 of DOCKER_HOST (measured, issue 43).
+    seen = []
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/user/1000/docker.sock")
+    monkeypatch.setattr(compression, "_engine_min_api", lambda: "1.12")
+    monkeypatch.setattr(compression, "_skopeo", lambda: "skopeo")
+    monkeypatch.setattr(compression.subprocess, "run",
+                        lambda cmd, **kw: seen.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", ""))
+    compression.push_zstd("kerasenv:tf2.21-cpu", "127.0.0.1:5000/kerasenv:tf2.21-cpu-zstd")
+    [cmd] = seen
+    assert cmd[cmd.index("--src-daemon-host") + 1] == "unix:///run/user/1000/docker.sock"
+    assert cmd[-2] == "docker-daemon:kerasenv:tf2.21-cpu"
+
+
+@pytest.mark.parametrize("min_api", ["1.24", "1.44"])  # Docker 25-28 (28.5.2 measured), Docker 29 (moby#51186)
+def test_an_engine_that_refuses_skopeos_api_1_22_is_saved_through_the_engine_api_first(monkeypatch, min_api):
+    seen, saved = [], []
+    monkeypatch.setattr(compression, "_engine_min_api", lambda: min_api)
+    monkeypatch.setattr(compression, "_skopeo", lambda: "skopeo")
+
+    def save(ref, folder):
+        saved.append(ref)
+        return f"{folder}/image.tar"
+    monkeypatch.setattr(compression, "_save", save)
+    monkeypatch.setattr(compression.subprocess, "run",
+                        lambda cmd, **kw: seen.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", ""))
+    compression.push_zstd("kerasenv:tf2.21-cpu", "127.0.0.1:5000/kerasenv:tf2.21-cpu-zstd")
+    [cmd] = seen
+    assert saved == ["kerasenv:tf2.21-cpu"]
+    assert cmd[-2].startswith("docker-archive:/") and cmd[-2].endswith("/image.tar")
+    assert "docker-daemon:kerasenv:tf2.21-cpu" not in cmd and "--src-daemon-host" not in cmd
+
+
 def test_a_failed_skopeo_push_is_one_line_with_the_fix(monkeypatch):
+    monkeypatch.setattr(compression, "_engine_min_api", lambda: None)
     monkeypatch.setattr(compression, "_skopeo", lambda: "skopeo")
     monkeypatch.setattr(compression.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
         cmd, 1, "", 'time="..." level=fatal msg="trying to reuse blob ...: unauthorized: authentication required"\n'))

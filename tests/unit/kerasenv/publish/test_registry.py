@@ -5,6 +5,9 @@ daemon's progress and error events (or raise its API error)."""
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
+
 import pytest
 from docker.errors import APIError
 
@@ -160,7 +163,7 @@ class FakeClient:
                 return client._next(("push", f"{repo}:{tag}"))
 
         class Api:
-            def pull(self, repo, tag, stream, decode):
+            def pull(self, repo, tag, stream, decode, **platform):
                 return client._next(("pull", f"{repo}:{tag}"))
 
         self.images, self.api = Images(), Api()
@@ -470,3 +473,69 @@ def test_the_arm64_image_s_labels_are_checked_against_its_own(real_matrix):
     assert registry.stale_labels(real_matrix, v, arm, "arm64") == {}
     stale = registry.stale_labels(real_matrix, v, arm)  # judged as the amd64 image: its evidence differs
     assert "io.kerasenv.cuda-stack.source" in stale
+
+
+class MultiPlatformStoreClient(FakeClient):
+    """Docker 28.5.2 with the containerd image store, as measured there (issue 43): after
+    `pull --platform linux/arm64` of an index whose amd64 image is here too, the tag holds both,
+    a plain inspect answers amd64, and `?platform=` (Engine API >= 1.49) answers the arm64
+    manifest, whose Id tags the arm64 image alone."""
+
+    def __init__(self, api_version="1.51"):
+        super().__init__([ok_pull()], engine_version="28.5.2+dfsg4")
+        self.api_version, self.tagged, self.asked = api_version, [], []
+        client, api = self, self.api
+        api.base_url = "http+docker://localhost"
+
+        def get(url, params=None):
+            client.asked.append((url, params))
+            arm = {"Id": "sha256:669d7f133154", "Architecture": "arm64",
+                   "Config": {"Labels": {"io.kerasenv.project": "kerasenv"}}}
+            return SimpleNamespace(status_code=200, json=lambda: arm)
+        api._get = get
+        api.tag = lambda image, repo, tag: client.tagged.append((image, f"{repo}:{tag}"))
+
+    def version(self):
+        return {"Version": self.engine_version, "ApiVersion": self.api_version}
+
+
+def test_pull_platform_on_the_containerd_store_checks_and_tags_the_platform_asked_for(real_matrix, slept):
+    v = next(x for x in real_matrix.variants if x.arm64)
+    client = MultiPlatformStoreClient()
+    registry.pull(client, real_matrix, v, REG, say=lambda m: None, platform="linux/arm64")
+    (url, params), = client.asked
+    assert url.endswith(f"/v1.51/images/{REG}/kerasenv:{v.id}/json")
+    assert json.loads(params["platform"]) == {"os": "linux", "architecture": "arm64"}
+    assert client.tagged == [("sha256:669d7f133154", v.platform_ref("linux/arm64"))]
+    assert client.image.tags == []  # never the plain image: that is the whole index, amd64 first
+
+
+def test_an_engine_before_api_1_49_keeps_one_image_per_tag_and_the_plain_inspect_decides(real_matrix, slept):
+    v = next(x for x in real_matrix.variants if x.arm64)
+    client = MultiPlatformStoreClient(api_version="1.41")  # Docker 20.10
+    with pytest.raises(KerasenvError, match="gave a amd64 image for --platform linux/arm64"):
+        registry.pull(client, real_matrix, v, REG, say=lambda m: None, platform="linux/arm64")
+    assert client.asked == []
+
+
+def test_a_pull_the_containerd_store_keeps_only_the_manifest_of_is_one_line_and_tags_nothing(real_matrix, cpu, slept):
+    # Docker 28.5.2, containerd store: an image pulled back whose layers the engine had unpacked
+    # already (skopeo's zstd copy of a local image) is inspected as {"Architecture": "", "RootFS": {}}.
+    client = FakeClient([ok_pull()], engine_version="28.5.2+dfsg4")
+    client.image.attrs = {"Id": "sha256:694fa77c6b78", "Architecture": "", "RootFS": {}}
+    with pytest.raises(KerasenvError) as info:
+        registry.pull(client, real_matrix, cpu, REG, say=lambda m: None)
+    assert "\n" not in info.value.message
+    assert info.value.message.endswith("remove the local image that shares them (`docker rmi kerasenv:tf2.21-cpu`) "
+                                       "and pull again")
+    assert client.image.tags == []
+
+
+def test_the_pushed_digest_is_read_from_the_status_line_where_no_aux_event_carries_it():
+    # Docker 28.5.2 with the containerd image store, recorded pushing debian:trixie-slim to a
+    # local registry: no {"aux": {"Digest": ...}} event, only this status line (issue 43).
+    events = [{"status": "The push refers to repository [127.0.0.1:56113/p]"},
+              {"status": "Pushed", "progressDetail": {}, "id": "90d7f4a38d5d"},
+              {"status": "t: digest: sha256:2ad0eb02344ff4f68afc3013cd6f607f8c2b6825e1cdd13633226db7df2e85be size: 424"}]
+    digest, sent, skipped = registry._stream(events, lambda m: None, "push")
+    assert (digest, sent, skipped) == ("sha256:2ad0eb02344ff4f68afc3013cd6f607f8c2b6825e1cdd13633226db7df2e85be", 1, 0)
