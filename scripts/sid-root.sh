@@ -8,7 +8,9 @@
 # - make (no argument): `debootstrap --variant=minbase sid` with the packages below into
 #   $SID_ROOT (default /var/lib/kerasenv/sid-root), once: made in a side folder and renamed when
 #   complete, so a killed run leaves no half root behind. Safe to rerun: when the root is there
-#   and has every package it only looks (well under a second). About 75 s and 360 MB here.
+#   and has every package it only looks (about 20 ms). Making it took 73-103 s here (by the
+#   machine's load; 33 s of CPU) and 362 MB, 2026-12-06. Sid moves: the versions it got are in
+#   $SID_ROOT/.kerasenv-sid-root.versions (podman 5.8.6+ds1-3 then); SID_MIRROR picks the archive.
 # --check: say in one line what is missing (exit 1), change nothing. --quiet: print only what
 #   it changes (scripts/test-prereqs.sh).
 # - run: COMMAND inside the root, entered with `unshare --mount` + `pivot_root` (not chroot:
@@ -17,9 +19,10 @@
 #   its SHM locks there), /sys (cgroups), a fresh /proc, a fresh /run and /tmp (tmpfs), the
 #   host's resolv.conf and CA bundle (the archive and registries are reached through a proxy
 #   whose CA is there), its users (/etc/passwd, group, subuid, subgid: rootless engines map
-#   the host user's subordinate ids), and each --bind DIR at the same path (e.g. a test's tmp folder, where
-#   the engine's storage and its API socket live, so the host reaches the socket). The
-#   namespace goes when COMMAND exits; nothing is mounted on the host.
+#   the host user's subordinate ids), and each --bind DIR at the same path (e.g. a test's tmp
+#   folder, where the engine's storage and its API socket live, so the host reaches the
+#   socket). The namespace goes when COMMAND exits; nothing is mounted on the host.
+#   (The host's /dev/shm is not shared: a fresh tmpfs, as said.)
 set -euo pipefail
 ROOT=${SID_ROOT:-/var/lib/kerasenv/sid-root}
 MIRROR=${SID_MIRROR:-http://deb.debian.org/debian}
@@ -108,7 +111,7 @@ if [ "$check_only" -eq 1 ]; then
   if [ -d "$ROOT" ]; then
     fail "$ROOT lacks ${lacking}: run \`sudo scripts/sid-root.sh\`"
   fi
-  fail "no sid root at $ROOT (Podman 5 for tests/integration/test_podman5.py): run \`sudo scripts/sid-root.sh\` (debootstrap, about 75 s, 360 MB)"
+  fail "no sid root at $ROOT (Podman 5 for tests/integration/test_podman5.py): run \`sudo scripts/sid-root.sh\` (debootstrap: 75-105 s, 360 MB)"
 fi
 [ "$(id -u)" -eq 0 ] || fail "making $ROOT needs root: run \`sudo $0\`"
 command -v debootstrap >/dev/null || fail "debootstrap is not installed: sudo apt-get install -y debootstrap"
