@@ -22,7 +22,6 @@
 #   the host user's subordinate ids), and each --bind DIR at the same path (e.g. a test's tmp
 #   folder, where the engine's storage and its API socket live, so the host reaches the
 #   socket). The namespace goes when COMMAND exits; nothing is mounted on the host.
-#   (The host's /dev/shm is not shared: a fresh tmpfs, as said.)
 set -euo pipefail
 ROOT=${SID_ROOT:-/var/lib/kerasenv/sid-root}
 MIRROR=${SID_MIRROR:-http://deb.debian.org/debian}

@@ -14,8 +14,8 @@ thing Podman 5 adds: a GPU request sent as CDI reaches the container.
   a real GPU through it is not tested here (no GPU).
 - runc, not Podman's default crun: crun refuses this host's hybrid cgroups ("cgroups in hybrid
   mode not supported, drop all controllers from cgroupv2"); cgroup v1 is deprecated in Podman 5
-  (its warning is silenced). No netavark network: every container here is --network none (the
-  sid root has no nft/iptables, so a bridge would fail loudly, and no firewall rule is made).
+  (its warning is silenced). No netavark network: every container here is --network none
+  (containers.conf netns = "none" as well), and no firewall rule is made.
 """
 
 from __future__ import annotations
@@ -88,9 +88,12 @@ def containers_conf(path: Path, top: Path, cdi_dir: Path) -> None:
     # Podman's default ulimits for root containers (nofile 1048576) are above this machine's hard
     # limits (as in test_podman.py). lock_type file: Podman 4 on the host keeps SHM locks in
     # /dev/shm (the sid root has its own /dev/shm anyway). cgroupfs: no systemd here.
+    # netns none: a container that asks for no network mode gets none either, so no netavark bridge
+    # (podman0) or firewall rule is ever made on this shared machine (the sid root has no nft: a
+    # bridge fails, but leaves podman0 behind, seen here).
     nofile = min(16384, resource.getrlimit(resource.RLIMIT_NOFILE)[1] // 2)
     nproc = min(16384, resource.getrlimit(resource.RLIMIT_NPROC)[1] // 2)
-    path.write_text(f'[containers]\ndefault_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]\n'
+    path.write_text(f'[containers]\nnetns = "none"\ndefault_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]\n'
                     f'[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
                     f'lock_type = "file"\ntmp_dir = "{top}/tmp"\ncdi_spec_dirs = ["{cdi_dir}"]\n')
 
