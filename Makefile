@@ -254,9 +254,9 @@ DISK_WAIT_S ?= 1200
 # build lane after the builds (the acceptance runs ended about 200 s before the integration
 # tests did). Only tests that may run beside the others: they use neither of the images the
 # registry test untags and pulls back (jax0.12-cpu), and their containers carry no
-# io.kerasenv.kind, which the build lane's `make clean` would remove (test_podman's run in Podman's
-# own storage, which `make clean` does not see).
-INTEGRATION_IN_TEST_LANE := tests/integration/test_gpu_host_check.py tests/integration/test_rocm_container_args.py tests/integration/test_gpu_routes.py tests/integration/test_podman.py
+# io.kerasenv.kind, which the build lane's `make clean` would remove (test_podman's and test_podman5's run
+# in Podman's own storage, which `make clean` does not see).
+INTEGRATION_IN_TEST_LANE := tests/integration/test_gpu_host_check.py tests/integration/test_rocm_container_args.py tests/integration/test_gpu_routes.py tests/integration/test_podman.py tests/integration/test_podman5.py
 TEST_FAILURES := .test-failures
 # Lane steps that are not a variant's (run by test-lanes, not on their own):
 unit_step := test-unit-lane-step
