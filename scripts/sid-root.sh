@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Usage: scripts/sid-root.sh [--check | --quiet]
-#        scripts/sid-root.sh run [--bind DIR]... [--env KEY=VALUE]... [--] COMMAND [ARG]...
+#        scripts/sid-root.sh run [--bind DIR]... [--env KEY=VALUE]... [--pass-env] [--] COMMAND [ARG]...
 # A Debian sid root on this bookworm host, for engines bookworm does not package (issue 43):
 # Podman 5 (sid's podman 5.8.x with crun, conmon, netavark, catatonit, runc), later Apptainer.
 # They need sid's glibc (>= 2.38), so they run inside the root, not on the host.
@@ -11,6 +11,7 @@
 #   and has every package it only looks (about 20 ms). Making it took 73-103 s here (by the
 #   machine's load; 33 s of CPU) and 362 MB, 2026-12-06. Sid moves: the versions it got are in
 #   $SID_ROOT/.kerasenv-sid-root.versions (podman 5.8.6+ds1-3 then); SID_MIRROR picks the archive.
+#   Apptainer's three packages (issue 44) took the root to 533 MB; adding them to a made root: 14 s.
 # --check: say in one line what is missing (exit 1), change nothing. --quiet: print only what
 #   it changes (scripts/test-prereqs.sh).
 # - run: COMMAND inside the root, entered with `unshare --mount` + `pivot_root` (not chroot:
@@ -22,6 +23,9 @@
 #   the host user's subordinate ids), and each --bind DIR at the same path (e.g. a test's tmp
 #   folder, where the engine's storage and its API socket live, so the host reaches the
 #   socket). The namespace goes when COMMAND exits; nothing is mounted on the host.
+#   COMMAND gets a clean environment (PATH, HOME, LANG, each --env), or with --pass-env the
+#   caller's whole environment with the root's PATH (scripts/apptainer-sid-root.sh: a Slurm
+#   task's SLURM_* and JAX_* variables must reach the container, issue 44).
 set -euo pipefail
 ROOT=${SID_ROOT:-/var/lib/kerasenv/sid-root}
 MIRROR=${SID_MIRROR:-http://deb.debian.org/debian}
@@ -29,7 +33,9 @@ MIRROR=${SID_MIRROR:-http://deb.debian.org/debian}
 # that works on this host's hybrid cgroups: crun says "cgroups in hybrid mode not supported"),
 # conmon, netavark (its network backend; asked even for --network none), catatonit (--init),
 # ca-certificates (pulls). uidmap + passt: rootless Podman (newuidmap, pasta networking).
-PACKAGES=(podman crun runc conmon netavark catatonit ca-certificates uidmap passt)
+# apptainer (issue 44) with squashfs-tools (mksquashfs: `apptainer build`; unsquashfs: --unsquash when
+# /dev/fuse is out of reach) and squashfuse (mounting a SIF unprivileged, when /dev/fuse is there).
+PACKAGES=(podman crun runc conmon netavark catatonit ca-certificates uidmap passt apptainer squashfs-tools squashfuse)
 MARK=.kerasenv-sid-root  # the package list it was made with, written last
 export PATH="$PATH:/usr/sbin:/sbin"
 me() { printf 'sid-root: %s\n' "$*"; }
@@ -58,7 +64,8 @@ enter() {  # ROOT BINDS... -- COMMAND...: runs in the new mount namespace (see `
   mount -t tmpfs -o mode=755,nosuid,nodev run "$root/run"
   mount -t tmpfs -o mode=1777,nosuid,nodev tmp "$root/tmp"
   local f
-  for f in /etc/resolv.conf /etc/ssl/certs/ca-certificates.crt /etc/passwd /etc/group /etc/subuid /etc/subgid; do
+  # /etc/hosts: Apptainer copies it into every container ("failed to read /etc/hosts" without it).
+  for f in /etc/resolv.conf /etc/hosts /etc/ssl/certs/ca-certificates.crt /etc/passwd /etc/group /etc/subuid /etc/subgid; do
     [ -f "$f" ] || continue
     [ -e "$root$f" ] || : >"$root$f"
     mount --bind -o ro "$f" "$root$f"
@@ -80,11 +87,12 @@ case "${1:-}" in
   __enter) shift; enter "$@" ;;
   run)
     shift
-    binds=() envs=()
+    binds=() envs=() clean=(-i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8)
     while [ $# -gt 0 ]; do
       case "$1" in
         --bind) [ -d "${2:-}" ] || fail "--bind ${2:-}: no such folder"; binds+=("$(realpath "$2")"); shift 2 ;;
         --env) envs+=("$2"); shift 2 ;;
+        --pass-env) clean=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin); shift ;;
         --) shift; break ;;
         *) break ;;
       esac
@@ -93,8 +101,7 @@ case "${1:-}" in
     [ "$(id -u)" -eq 0 ] || fail "run needs root (unshare --mount, pivot_root): sudo $0 run ..."
     [ -z "$(missing_packages)" ] || fail "no complete sid root at $ROOT: run \`sudo $0\`"
     exec unshare --mount --propagation private -- "$0" __enter "$ROOT" "${binds[@]}" -- \
-      env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-      LANG=C.UTF-8 "${envs[@]}" "$@"
+      env "${clean[@]}" "${envs[@]}" "$@"
     ;;
 esac
 
