@@ -158,6 +158,9 @@ down: compose-plugin ## compose: stop and remove the services (lab included)
 multiworker: venv ## train across WORKERS= containers in VARIANT= (TF: MultiWorkerMirroredStrategy; JAX: keras.distribution; PyTorch: DDP under torchrun)
 	$(KERASENV) multiworker $(VARIANT) --workers $(WORKERS) $(if $(EPOCHS),-- --epochs $(EPOCHS))
 
+sif: venv ## an Apptainer SIF of VARIANT= for clusters without Docker (SIF= the file, default ./kerasenv-VARIANT.sif; docs/using/hpc-apptainer.md)
+	$(KERASENV) sif $(or $(VARIANT),tf2.21-cpu) $(if $(SIF),--output $(SIF))
+
 bench-multiworker: venv ## measure training across containers against one: TF 2 workers, JAX 1/2/4 processes (BENCH_ARGS=--rounds N)
 	$(VENV)/bin/python scripts/bench_multiworker.py --variant $(CPU_VARIANT) $(BENCH_ARGS)
 	$(VENV)/bin/python scripts/bench_multiworker.py --variant $(JAX_CPU_VARIANT) $(BENCH_ARGS)
