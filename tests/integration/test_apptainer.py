@@ -1,5 +1,6 @@
 """Apptainer, the way HPC clusters run containers (issue 44): a real SIF of kerasenv:jax0.12-cpu
-made by `kerasenv sif` (once per session: 6-7 min on 2 cores), run by a real Apptainer (Debian
+made by `kerasenv sif` (once per run: `make test` makes it beside the builds, the Makefile's
+sif step; 6-8 min on 2 cores), run by a real Apptainer (Debian
 sid's 1.4.5, in the sid root of scripts/sid-root.sh: it needs glibc >= 2.38) unprivileged, as a
 non-root uid, and a real 2-task Slurm job (scripts/slurm-local.sh) training JAX through it.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import time
@@ -45,7 +47,14 @@ def shared_dir(name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def sif(jax_cpu_image):
-    """kerasenv-jax.sif, built by `kerasenv sif` from the local image; removed after the module."""
+    """kerasenv-jax.sif, built by `kerasenv sif` from the local image; removed after the module.
+    KERASENV_APPTAINER_TEST_SIF: a SIF made so already (make test's sif step, a rerun by hand;
+    kept)."""
+    given = os.environ.get("KERASENV_APPTAINER_TEST_SIF")
+    if given:  # `make test` makes it beside the builds (the Makefile's sif step)
+        assert Path(given).is_file(), f"no SIF at {given}: its `kerasenv sif` step failed (see make test's output)"
+        yield Path(given)
+        return
     check = subprocess.run(["bash", str(REPO / "scripts" / "sid-root.sh"), "--check"], capture_output=True, text=True)
     assert check.returncode == 0, check.stderr.strip()  # no root: one line with the fix, never a skip
     folder = shared_dir("sif")
@@ -98,14 +107,18 @@ def test_a_failure_under_apptainer_speaks_apptainer_and_names_the_stack(sif):
 
 
 def test_the_hosts_home_and_user_site_do_not_change_what_the_image_runs(sif):
-    """Apptainer binds the host's $HOME and runs as the caller: a ~/.keras/keras.json (float16,
-    channels_first) and a keras.py in ~/.local's user site are in reach. The image's ENV
-    (KERAS_HOME, PYTHONNOUSERSITE) keeps both out; without them floatx read float16 (seen here)."""
+    """Apptainer binds the host's $HOME, runs as the caller and passes the host's environment: a
+    ~/.keras/keras.json (float16, channels_first), a keras.py in ~/.local's user site and one on
+    the host's PYTHONPATH are in reach. The image's ENV (KERAS_HOME, PYTHONNOUSERSITE, PYTHONPATH=)
+    keeps them out; without it floatx read float16 and the PYTHONPATH's keras.py was imported (seen
+    here with kerasenv:jax0.12-cpu before issue 44)."""
     work = shared_dir("home")
     home = work / "home"
     site = home / ".local" / "lib" / "python3.13" / "site-packages"
     site.mkdir(parents=True)
     (site / "keras.py").write_text('raise SystemExit("the host user site shadowed the image")\n')
+    (work / "module").mkdir()  # what a host's `module load python` puts on PYTHONPATH
+    (work / "module" / "keras.py").write_text('raise SystemExit("the host PYTHONPATH shadowed the image")\n')
     (home / ".keras").mkdir()
     (home / ".keras" / "keras.json").write_text(
         '{"floatx": "float16", "epsilon": 1e-07, "backend": "tensorflow", "image_data_format": "channels_first"}')
@@ -116,7 +129,7 @@ def test_the_hosts_home_and_user_site_do_not_change_what_the_image_runs(sif):
              "capture_output=True, text=True).stdout.strip())")
     try:
         proc = apptainer("exec", "--unsquash", "--home", str(home), str(sif), "python", "-c", probe, cwd=work,
-                         env={"KERAS_HOME": ""} if "KERAS_HOME" in os.environ else None)
+                         env={"PYTHONPATH": str(work / "module")})
         assert proc.returncode == 0, proc.stderr[-3000:]
         lines = proc.stdout.strip().splitlines()
         assert lines[-2] == "/opt/venv/lib/python3.13/site-packages/keras/__init__.py float32 channels_last jax", lines
@@ -140,8 +153,13 @@ def test_two_slurm_tasks_train_one_jax_job_through_apptainer(slurm, sif):
     bin_dir = work / "bin"
     bin_dir.mkdir()
     (bin_dir / "apptainer").symlink_to(SHIM)  # `apptainer` on the tasks' PATH, as on a cluster node
+    # The job runs as root here (the batch script makes the runs folder as its user, which on a
+    # cluster is the user Apptainer runs as): the folder is Apptainer's uid's from the start.
+    (work / "runs").mkdir()
+    os.chown(work / "runs", *user_ids())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "KERASENV_", "JAX_"))}
     env.update(PATH=f"{bin_dir}:{env['PATH']}", KERASENV_SIF=str(sif), KERASENV_SMOKE_ARGS="--epochs 2",
+               KERASENV_RUNS_DIR=str(work / "runs"),
                KERASENV_APPTAINER_ARGS="--unsquash")
     try:
         started = time.monotonic()
@@ -159,6 +177,7 @@ def test_two_slurm_tasks_train_one_jax_job_through_apptainer(slurm, sif):
         for report, pid in ((chief, 0), (worker, 1)):
             dist = report["distributed"]
             assert (dist["processes"], dist["launcher"], dist["process_id"]) == (2, "slurm", pid), dist
+        assert re.fullmatch(r"[0-9a-f]{64}", chief["distributed"].get("weights_sha256") or ""), chief["distributed"]
         assert chief["distributed"]["weights_sha256"] == worker["distributed"]["weights_sha256"], \
             "the two processes ended with different weights"
         assert (work / "runs" / job / "report.json").stat().st_uid == user_ids()[0]
