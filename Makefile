@@ -315,7 +315,7 @@ test-lanes: $(last_accepts) $(integration_step) $(integration_test_lane_step) $(
 # acceptance runs still going (they need IMAGES_FOR_INTEGRATION, and
 # each suite labels its containers as its own session's).
 # The SIF tests/integration/test_apptainer.py runs (issue 44): made once per run by `kerasenv sif`,
-# as soon as its image is built, beside the other builds: 6-8 min of mksquashfs on 2 cores that,
+# as soon as its image is built, beside the other builds: 4-8 min of mksquashfs on 2 cores that,
 # made in the integration step, would lengthen the longest lane by as much. Replaced by each run.
 CI_SIF := /var/tmp/kerasenv-ci-sif/kerasenv-jax.sif
 sif_step := test-sif-lane-step

@@ -1,6 +1,6 @@
 """Apptainer, the way HPC clusters run containers (issue 44): a real SIF of kerasenv:jax0.12-cpu
 made by `kerasenv sif` (once per run: `make test` makes it beside the builds, the Makefile's
-sif step; 6-8 min on 2 cores), run by a real Apptainer (Debian
+sif step; 4-8 min on 2 cores), run by a real Apptainer (Debian
 sid's 1.4.5, in the sid root of scripts/sid-root.sh: it needs glibc >= 2.38) unprivileged, as a
 non-root uid, and a real 2-task Slurm job (scripts/slurm-local.sh) training JAX through it.
 

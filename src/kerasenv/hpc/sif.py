@@ -5,8 +5,8 @@ on PATH (a cluster's login node), else this repository's scripts/apptainer-sid-r
 sid's apptainer 1.4.5 needs glibc >= 2.38: on a bookworm host it lives in the sid root of
 scripts/sid-root.sh, issue 44).
 
-Measured here (2 cores, 2026-12-06): kerasenv:jax0.12-cpu (2.63 GB) -> 748 MB SIF in 376 s of
-`apptainer build` (mksquashfs, gzip) plus 23 s of `docker save`."""
+Measured here (2 cores, 2026-12-06): kerasenv:jax0.12-cpu (2.63 GB) -> 748 MB SIF in 205 s of
+`apptainer build --disable-cache` (mksquashfs, gzip; 376 s with the cache) plus 22 s of `docker save`."""
 
 from __future__ import annotations
 

@@ -100,8 +100,8 @@ def test_no_image_needs_an_entrypoint(dockerfile):
 
 @pytest.mark.parametrize("dockerfile", VARIANT_DOCKERFILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_images_keep_a_bound_host_home_out(dockerfile):
-    """KERAS_HOME and PYTHONNOUSERSITE keep a bound host home out (Apptainer binds it; enroot's
-    default config mounts it too); the Debian-based images also empty PYTHONPATH."""
+    """KERAS_HOME and PYTHONNOUSERSITE keep a bound host home out (Apptainer binds it; pyxis mounts
+    it by default too); the Debian-based images also empty PYTHONPATH."""
     text = dockerfile.read_text()
     assert "KERAS_HOME=/opt/kerasenv/keras-home" in text and "PYTHONNOUSERSITE=1" in text
     if "rocm" not in dockerfile.parent.name:
