@@ -69,6 +69,18 @@ def sif(jax_cpu_image):
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_sandbox_left():
+    """--unsquash unpacks the SIF into APPTAINER_TMPDIR/rootfs-* (2 GB) and removes it when the
+    container ends, but not always when Apptainer itself fails (one was left here after a FATAL):
+    each one this module made goes at its end."""
+    tmpdir = Path(os.environ.get("APPTAINER_TMPDIR") or "/var/tmp/kerasenv-apptainer")  # the shim's default
+    before = set(tmpdir.glob("rootfs-*"))
+    yield
+    for left in set(tmpdir.glob("rootfs-*")) - before:
+        shutil.rmtree(left, ignore_errors=True)
+
+
 def apptainer(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([str(SHIM), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
