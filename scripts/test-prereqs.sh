@@ -184,6 +184,15 @@ else
   bash scripts/slurm-local.sh --check >/dev/null || bash scripts/slurm-local.sh --check
 fi
 
+# --- 4b. a Debian sid root with Podman 5 (issue 43): sid's podman needs glibc >= 2.38, bookworm has
+# 2.36; tests/integration/test_podman5.py runs it there (scripts/sid-root.sh says how; 75-105 s
+# and 360 MB the first time, then it only looks) --------------------------------------------------
+if is_root; then
+  bash scripts/sid-root.sh --quiet
+else
+  bash scripts/sid-root.sh --check >/dev/null || bash scripts/sid-root.sh --check
+fi
+
 # --- 5. the base images: every debian:* base_image of the matrix (BASE_IMAGE=: that one only),
 # pulled, or made from Debian's archive where no registry answers ---------------------------
 bases=${BASE_IMAGE:-$(sed -n 's/^base_image = "\(debian:[^"]*\)"/\1/p' images/matrix.toml | sort -u)}

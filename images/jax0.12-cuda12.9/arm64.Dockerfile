@@ -104,6 +104,9 @@ ENV NVIDIA_VISIBLE_DEVICES=all \
     CUDA_CACHE_PATH=/var/cache/kerasenv/cuda \
     CUDA_CACHE_MAXSIZE=4294967296
 ENV XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/venv/lib/python3.13/site-packages/nvidia/cuda_nvcc
+ENV KERAS_HOME=/opt/kerasenv/keras-home \
+    PYTHONNOUSERSITE=1 \
+    PYTHONPATH=
 ENV KERASENV_VARIANT=jax0.12-cuda12.9 \
     KERASENV_FAMILY=cuda \
     KERAS_BACKEND=jax

@@ -23,6 +23,7 @@ from .host import commands as host_commands
 from .host import container_env
 from .host import gpu_choice
 from .host import variant_choice
+from .hpc import commands as hpc_commands
 from .matrix import commands as matrix_commands
 from .matrix.schema import DEFAULT_MATRIX, load
 from .publish import commands as publish_commands
@@ -32,7 +33,7 @@ from .security import commands as security_commands
 
 # `kerasenv --help` lists the commands in the order a user meets them, not package by package.
 HELP_ORDER = ("list", "generate", "lock", "build", "base-offline", "doctor", "rocm-groups", "gpu-host-check", "smoke", "run",
-              "shell", "lab", "multiworker", "push", "pull", "matrix", "sbom", "kernel-targets", "tags", "size",
+              "shell", "lab", "multiworker", "sif", "push", "pull", "matrix", "sbom", "kernel-targets", "tags", "size",
               "bench", "bench-pull", "bench-report", "audit", "debian-updates", "clean", "drop-build-cache")
 
 
@@ -46,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for package in (matrix_commands, images_commands, host_commands, publish_commands, bench_commands,
-                    security_commands):
+                    security_commands, hpc_commands):
         package.register(sub)
     # run/ may not import host/ (the variant `auto` picks, --gpus resolved with the doctor's facts,
     # the host shape's container settings) nor images/ (--build-missing): handed in.

@@ -68,6 +68,7 @@ TARGETS = {
     "tensorboard": "real: tensorboard comes up (own project name, runs dir and port), then make down",
     "down": "real: after tensorboard, up and lab-up, no container of their project is left",
     "multiworker": "real: 2 workers, VARIANT=tf2.21-cpu EPOCHS=2 (about 20 s)",
+    "sif": "refusal: an unknown VARIANT= (exit 2; the real SIF build: tests/integration/test_apptainer.py)",
     "bench-multiworker": "real, BENCH_ARGS=--rounds 1: TF's single-container and 2-worker smoke runs, JAX's "
                          "1, 2 and 4 processes and their all-reduce probe; the result files restored afterwards",
     "bench-profile": "real, BENCH_ARGS=--rounds 1: the smoke with and without --profile, the result file "
@@ -542,6 +543,14 @@ def test_lab_refuses_a_variant_without_a_jupyterlab_flavour():
     assert proc.returncode == 2, ran(proc)
     assert make_error("lab", 2).search(proc.out), ran(proc)
     assert "kerasenv: error: tf2.17-rocm6.3 has no JupyterLab flavour" in proc.out, ran(proc)
+
+
+@covers("sif")
+def test_sif_refuses_an_unknown_variant_in_one_line():
+    proc = make("sif", "VARIANT=tf9.99-cpu")
+    assert proc.returncode == 2, ran(proc)
+    assert make_error("sif", 2).search(proc.out), ran(proc)
+    assert "kerasenv: error: unknown variant 'tf9.99-cpu': `kerasenv list` names them" in proc.out, ran(proc)
 
 
 @covers("push", "pull")

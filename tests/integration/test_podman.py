@@ -83,8 +83,9 @@ def podman(tmp_path_factory, cpu_image):
         shutil.rmtree(top, ignore_errors=True)
 
 
-def cli(docker_host: str, *args: str, **kwargs) -> subprocess.CompletedProcess:
-    return kerasenv(*args, check=False, env={**os.environ, "DOCKER_HOST": docker_host}, timeout=900, **kwargs)
+def cli(docker_host: str, *args: str, env_extra: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DOCKER_HOST": docker_host, **(env_extra or {})}
+    return kerasenv(*args, check=False, env=env, timeout=900, **kwargs)
 
 
 def podman_containers(docker_host: str) -> list:
@@ -116,6 +117,20 @@ def test_a_gpu_request_through_podman_is_refused_in_one_line_and_nothing_starts(
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("kerasenv: error: --gpus refused: Podman 4.3.1's Docker API accepts a GPU request")
     assert "Podman >= 5.4 with a CDI spec" in line and "--gpus none" in line
+    assert podman_containers(podman) == []
+
+
+def test_podman_4_refuses_a_gpu_request_even_with_an_nvidia_cdi_spec(podman, tmp_path):
+    """A spec does not help Podman 4's Docker API (CDI DeviceRequests from 5.4: containers/podman#25171);
+    the line names the routes that work. (The spec is a fake one's shape: only its names are read.)"""
+    (tmp_path / "nvidia.json").write_text(json.dumps(
+        {"cdiVersion": "0.6.0", "kind": "nvidia.com/gpu", "devices": [{"name": "all", "containerEdits": {}}]}))
+    proc = cli(podman, "run", "tf2.21-cuda12.9", "--gpus", "all", "--", "true",
+               env_extra={"KERASENV_CDI_SPEC_DIRS": str(tmp_path)})
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("kerasenv: error: --gpus refused: Podman 4.3.1's Docker API accepts a GPU request")
+    assert "`podman run --device nvidia.com/gpu=all IMAGE`" in line
     assert podman_containers(podman) == []
 
 

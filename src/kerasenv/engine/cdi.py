@@ -6,6 +6,13 @@ device), by UUID (`--device-name-strategy=uuid`) and "all"; `/var/run/cdi` holds
 `nvidia-cdi-refresh` regenerates at boot (toolkit >= 1.18). `nvidia-ctk cdi list` prints the
 fully qualified names (`nvidia.com/gpu=0`), one a line, after an INFO line. Both are read
 here; the CLI's list wins where it runs.
+
+Which folders: the engine's, where it says (Docker >= 27's /info `CDISpecDirs`, set by daemon.json's
+`cdi-spec-dirs`), else the two above. Podman reads the folders of containers.conf's
+`cdi_spec_dirs` and does not say which: its compat /info has a `CDISpecDirs` field, and it is
+null with cdi_spec_dirs set (recorded from Podman 5.8.6, tests/fixtures/engines/podman-5.8.6-sid/). KERASENV_CDI_SPEC_DIRS
+(folders separated by `:`) names them where they are not the defaults; it wins over the engine's.
+`nvidia-ctk cdi list` reads only the default folders, so it is asked only for those.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
+DIRS_ENV = "KERASENV_CDI_SPEC_DIRS"
 NVIDIA_KIND = "nvidia.com/gpu"
 GENERATE_FIX = ("`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` (NVIDIA Container Toolkit "
                 ">= 1.12; `nvidia-ctk cdi list` shows the names)")
@@ -30,6 +38,11 @@ class CdiDevices:
     names: tuple[str, ...] = ()
     specs: tuple[str, ...] = ()
     errors: tuple[str, ...] = field(default=())  # unreadable spec files, one line each
+    dirs: tuple[str, ...] = SPEC_DIRS  # the folders read
+
+    def where(self) -> str:
+        """The folders read, for a message: "/etc/cdi, /var/run/cdi"."""
+        return ", ".join(self.dirs)
 
     @property
     def present(self) -> bool:
@@ -54,8 +67,18 @@ def _load(path: Path) -> dict:
     return yaml.safe_load(text) or {}
 
 
+def spec_dirs(engine=None) -> tuple[str, ...]:
+    """The folders this engine reads CDI specs from: KERASENV_CDI_SPEC_DIRS, else the engine's own
+    (Docker's /info CDISpecDirs), else /etc/cdi and /var/run/cdi (CDI's defaults, and Podman's)."""
+    named = tuple(d for d in os.environ.get(DIRS_ENV, "").split(":") if d)
+    if named:
+        return named
+    return tuple(getattr(engine, "cdi_spec_dirs", ()) or ()) or SPEC_DIRS
+
+
 def from_specs(root: str | os.PathLike = "/", dirs=SPEC_DIRS) -> CdiDevices:
     """The NVIDIA devices of every spec in `dirs` under `root` (a fixture tree in tests)."""
+    dirs = tuple(dirs)
     names, specs, errors = [], [], []
     for folder in dirs:
         where = Path(root) / folder.lstrip("/")
@@ -73,7 +96,7 @@ def from_specs(root: str | os.PathLike = "/", dirs=SPEC_DIRS) -> CdiDevices:
                 continue
             specs.append(f"{folder}/{path.name}")
             names += [f"{NVIDIA_KIND}={d['name']}" for d in spec.get("devices") or [] if d.get("name") is not None]
-    return CdiDevices(tuple(dict.fromkeys(names)), tuple(specs), tuple(errors))
+    return CdiDevices(tuple(dict.fromkeys(names)), tuple(specs), tuple(errors), dirs)
 
 
 def parse_ctk_list(text: str) -> list[str]:
@@ -81,10 +104,11 @@ def parse_ctk_list(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip().startswith(NVIDIA_KIND + "=")]
 
 
-def scan(root: str | os.PathLike = "/", runner=subprocess.run) -> CdiDevices:
-    """The host's NVIDIA CDI devices: the spec files, and `nvidia-ctk cdi list` where it runs."""
-    found = from_specs(root)
-    ctk = shutil.which("nvidia-ctk") if str(root) == "/" else None
+def scan(root: str | os.PathLike = "/", runner=subprocess.run, dirs=SPEC_DIRS) -> CdiDevices:
+    """The host's NVIDIA CDI devices: the spec files in `dirs` (spec_dirs() gives the engine's), and
+    `nvidia-ctk cdi list` where it runs and `dirs` are the ones it reads."""
+    found = from_specs(root, dirs)
+    ctk = shutil.which("nvidia-ctk") if str(root) == "/" and tuple(dirs) == SPEC_DIRS else None
     if ctk:
         try:
             proc = runner([ctk, "cdi", "list"], capture_output=True, text=True, timeout=30)
@@ -92,5 +116,5 @@ def scan(root: str | os.PathLike = "/", runner=subprocess.run) -> CdiDevices:
         except (OSError, subprocess.TimeoutExpired):
             listed = []
         if listed:
-            return CdiDevices(tuple(dict.fromkeys(listed)), found.specs, found.errors)
+            return CdiDevices(tuple(dict.fromkeys(listed)), found.specs, found.errors, found.dirs)
     return found

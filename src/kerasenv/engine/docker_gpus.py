@@ -41,11 +41,12 @@ def static_hints(client) -> tuple[str, ...]:
         runtimes = sorted((client.info().get("Runtimes") or {}).keys())
     except Exception:  # noqa: BLE001 - a hint is best effort
         runtimes = []
-    cdi = list(cdi_mod.from_specs().specs)
+    found = cdi_mod.from_specs(dirs=cdi_mod.spec_dirs())
+    cdi = list(found.specs)
     hints = ["an `nvidia` runtime is registered in Docker" if "nvidia" in runtimes
              else "no `nvidia` runtime in `docker info`"]
     hints.append(f"CDI spec {', '.join(cdi)} (used by CDI requests, `--device nvidia.com/gpu=...`, not by "
-                 "`--gpus`)" if cdi else "no NVIDIA CDI spec in /etc/cdi or /var/run/cdi")
+                 "`--gpus`)" if cdi else f"no NVIDIA CDI spec in {found.where()}")
     return tuple(hints)
 
 
@@ -125,7 +126,7 @@ def _ask(client, image: str | None, engine=None, cdi=None) -> Answer:
         engine = engine or engine_facts.ask(client)
     except Exception:  # noqa: BLE001 - an old or odd daemon: assume Docker with the hook
         engine = engine_facts.Engine("docker")
-    cdi = cdi if cdi is not None else cdi_mod.scan()
+    cdi = cdi if cdi is not None else cdi_mod.scan(dirs=cdi_mod.spec_dirs(engine))
     try:
         access = gpu_request.resolve("all", "cuda", engine=engine, host=gpu_request.HostGpus(cdi=cdi))
     except UsageError as exc:  # Podman that would drop the request: a no, without a container
@@ -138,7 +139,10 @@ def _ask(client, image: str | None, engine=None, cdi=None) -> Answer:
     try:
         container = client.containers.create(
             ref, ["true"], entrypoint=[], name=f"kerasenv-{KIND}-{uuid.uuid4().hex[:8]}",
-            network_disabled=True, labels=docker_client.container_labels(KIND),
+            # network_mode none as well: Podman's compat API (5.8.6, seen here) ignores
+            # NetworkDisabled and puts the container on its default bridge, which sets up
+            # netavark's firewall rules for a container that needs no network.
+            network_disabled=True, network_mode="none", labels=docker_client.container_labels(KIND),
             **access.kwargs)  # exactly what `kerasenv run --gpus all` sends on this engine
         container.start()
         status = container.wait(timeout=120)

@@ -18,7 +18,8 @@ means something else in each (gpu_request.resolve turns it into what this engine
 - Podman behind DOCKER_HOST: its /version names "Podman Engine" among the Components. Podman
   4.x's compat API accepts a DeviceRequest with HTTP 201 and gives the container no GPU
   (containers/podman#22645); from 5.4 it honours DeviceRequests whose Driver is "cdi"
-  (containers/podman#19338), and still drops the `--gpus`-style one.
+  (containers/podman#19338, fixed by PR #25171), and still drops the `--gpus`-style one (seen on
+  5.8.6: tests/integration/test_podman5.py).
 - Rootless Docker: `name=rootless` in /info's SecurityOptions (rootless Podman: `"Rootless":
   true`). The runtime hook then fails
   unless the toolkit has `no-cgroups = true` (NVIDIA/nvidia-container-toolkit#139,
@@ -45,7 +46,7 @@ from .docker_client import engine_version
 # Docker enables CDI by default from 28.2.0 (moby#49963); before, only with features.cdi.
 DOCKER_CDI_DEFAULT = (28, 2)
 # Podman honours CDI DeviceRequests through its Docker-compatible API from 5.4.0
-# (containers/podman#19338; #22645 is the 4.x report of the silent drop).
+# (containers/podman#19338, PR #25171; #22645 is the report of the silent drop, still open).
 PODMAN_CDI_REQUESTS = (5, 4)
 # /info DriverStatus's driver-type row on the containerd image store (moby daemon/containerd).
 CONTAINERD_SNAPSHOTTER = "io.containerd.snapshotter.v1"

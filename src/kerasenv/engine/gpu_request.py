@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from ..errors import UsageError
 from . import amd_devices
-from .cdi import GENERATE_FIX, CdiDevices
+from .cdi import DIRS_ENV, GENERATE_FIX, CdiDevices
 from .engine_facts import Engine
 
 _ID = r"(?:[0-9]+(?::[0-9]+)?|GPU-[0-9a-fA-F-]+|MIG-[0-9a-fA-F-]+)"
@@ -157,14 +157,18 @@ def resolve(spec: str | GpuSpec | None, family: str, *, engine: Engine | None = 
 def podman_refusal(engine: Engine, cdi: CdiDevices) -> str:
     """Podman takes only CDI requests through its Docker API: why this one cannot be sent."""
     if engine.cdi_enabled:
+        # Podman does not say where it reads specs (its /info CDISpecDirs is null, 5.8.6): the
+        # folders read are named, and how to name Podman's own (containers.conf cdi_spec_dirs).
         why = (f"Podman {engine.version} takes GPUs through its Docker API only as CDI devices, and this host "
-               f"has no NVIDIA CDI spec naming them")
+               f"has no NVIDIA CDI spec naming them (in {cdi.where()}; {DIRS_ENV}=DIR:DIR names Podman's "
+               "cdi_spec_dirs when they are others)")
         fix = f"generate one: {GENERATE_FIX}"
     else:
         why = (f"Podman {engine.version}'s Docker API accepts a GPU request and starts the container without "
                "the GPU (containers/podman#22645): it would train on the CPU")
-        fix = (f"use Podman >= 5.4 with a CDI spec ({GENERATE_FIX}), or {DOCKER_FIX}; "
-               "--gpus none runs on the CPU on purpose")
+        # Podman's own CLI applies CDI devices from 4.1 (NVIDIA's CDI guide); only its Docker API drops them.
+        fix = (f"use Podman >= 5.4 with a CDI spec ({GENERATE_FIX}), Podman's own CLI with that spec (`podman run "
+               f"--device nvidia.com/gpu=all IMAGE`), or {DOCKER_FIX}; --gpus none runs on the CPU on purpose")
     return f"--gpus refused: {why}; {fix}"
 
 

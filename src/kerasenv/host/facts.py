@@ -112,7 +112,7 @@ def gather(client_factory, nvidia_exe: str | None = None, root: str = "/") -> Ho
             filters={"label": f"{docker_client.KIND_LABEL}=cuda-cache"}))
     except Exception as exc:  # DockerUnavailable carries the one-line fix
         facts.docker_error = getattr(exc, "message", str(exc))
-    facts.cdi = cdi_mod.scan(root)
+    facts.cdi = cdi_mod.scan(root, dirs=cdi_mod.spec_dirs(facts.engine))  # the engine's folders
     facts.cdi_specs = list(facts.cdi.specs)
     facts.wsl = wsl_mod.detect(root)
     if facts.docker_error is None and facts.engine is not None:

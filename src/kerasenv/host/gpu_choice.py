@@ -51,7 +51,7 @@ class Resolver:
     @property
     def cdi(self) -> cdi_mod.CdiDevices:
         if self._cdi is None:
-            self._cdi = cdi_mod.scan(self.root)
+            self._cdi = cdi_mod.scan(self.root, dirs=cdi_mod.spec_dirs(self.engine))  # the engine's folders
         return self._cdi
 
     @property

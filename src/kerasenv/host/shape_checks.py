@@ -372,7 +372,7 @@ def cdi_check(facts: HostFacts) -> Check:
     if c.errors:
         return Check(WARN, "cdi", f"unreadable CDI spec: {'; '.join(c.errors)}", f"regenerate it: {GENERATE_FIX}")
     if not c.present:
-        return Check(INFO, "cdi", "no NVIDIA CDI spec (/etc/cdi, /var/run/cdi)" +
+        return Check(INFO, "cdi", f"no NVIDIA CDI spec ({c.where()})" +
                      (f"; generate one to use CDI: {GENERATE_FIX}" if _gpus_here(facts) else ""))
     shown = ", ".join(c.short_names()[:6]) + (", ..." if len(c.names) > 6 else "")
     where = ", ".join(c.specs) or "nvidia-ctk cdi list"
@@ -392,6 +392,8 @@ def toolkit_fix(facts: HostFacts, default: str) -> str:
     e = facts.engine
     if e is None:
         return default
+    if e.is_podman and e.cdi_enabled:  # Podman >= 5.4: only the spec is missing
+        return f"generate an NVIDIA CDI spec: {GENERATE_FIX}"
     if e.is_podman:
         return f"Podman >= 5.4 with a CDI spec ({GENERATE_FIX}), or {DOCKER_FIX}"
     if e.rootless:

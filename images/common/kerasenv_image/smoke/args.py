@@ -86,6 +86,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.profile_steps = None
     if not args.run_id:
         args.run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+    # Given (--output-dir, KERASENV_OUTPUT_DIR): used as is. The default may move where the
+    # runtime keeps /workspace/runs read-only (Apptainer: report.default_output_dir).
+    args.output_dir_given = bool(args.output_dir)
     if not args.output_dir:
         args.output_dir = os.path.join("/workspace/runs", args.run_id)
     return args

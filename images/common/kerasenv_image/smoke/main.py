@@ -22,7 +22,7 @@ from .errors import (EXIT_NO_GPU, EXIT_OK, EXIT_OOM, EXIT_OUTPUT, EXIT_SIGINT, E
                      EXIT_UNEXPECTED, EXIT_USAGE, Interrupted, SmokeFailure, disk_full, is_disk_full)
 from .log_filter import LogFilter
 from .multiworker import multi_worker, train_multi_worker, worker_dir
-from .report import REPORT_SCHEMA, declared_stack, prepare_output_dir, strict_json, summary, write_report
+from .report import REPORT_SCHEMA, declared_stack, default_output_dir, prepare_output_dir, strict_json, summary, write_report
 from .tf_log import StderrTee
 from .training import train
 from .verdict import ACCURACY_MIN, LOSS_RATIO_MAX, verdict
@@ -65,6 +65,10 @@ def process_job(args, report: dict):
 
 
 def run(args, report: dict, tee: StderrTee | None = None) -> int:
+    if not getattr(args, "output_dir_given", True):
+        args.output_dir, moved = default_output_dir(args.output_dir, args.run_id)
+        if moved:
+            log(moved)
     prepare_output_dir(args.output_dir)
     job = process_job(args, report)
     report["output_dir"] = args.output_dir

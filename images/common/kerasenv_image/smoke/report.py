@@ -45,16 +45,63 @@ def declared_stack(environ=os.environ) -> dict:
             "image": {"variant": environ.get("KERASENV_VARIANT") or None, "family": environ.get("KERASENV_FAMILY") or None}}
 
 
-def prepare_output_dir(path: str) -> None:
+RUNS = "/workspace/runs"
+# Apptainer (and SingularityCE, and Singularity before the rename) sets these in every container
+# it starts; `apptainer exec --cleanenv` keeps them too.
+APPTAINER_MARKERS = ("APPTAINER_CONTAINER", "APPTAINER_NAME", "SINGULARITY_CONTAINER", "SINGULARITY_NAME")
+
+
+def container_runtime(environ=os.environ) -> str:
+    """"apptainer" inside Apptainer or Singularity, else "docker" (Docker, Podman, Kubernetes,
+    enroot: each mounts a folder with -v/--mount/volumes the same way); the fix lines speak it."""
+    return "apptainer" if any(environ.get(name) for name in APPTAINER_MARKERS) else "docker"
+
+
+def _unwritable(path: str) -> str | None:
+    """Why `path` (made if missing) takes no file, or None when it does."""
     try:
         os.makedirs(path, exist_ok=True)
         probe = tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-", delete=True)
         probe.close()
     except OSError as exc:
-        raise SmokeFailure(
-            EXIT_USAGE, "output-dir", f"output directory {path} is not writable ({exc.strerror})",
-            "mount a directory you own (e.g. -v $PWD/runs:/workspace/runs with --user $(id -u):$(id -g)) "
-            "or pass --output-dir") from None
+        return exc.strerror or str(exc)
+    return None
+
+
+def default_output_dir(path: str, run_id: str, environ=os.environ) -> tuple[str, str | None]:
+    """Where the default run goes, and the line that says so when it moved. A SIF is a read-only
+    squashfs and Apptainer runs as the caller's own uid, so /workspace/runs takes no file there
+    (issue 44: `apptainer run kerasenv.sif` failed with Docker's fix). Apptainer mounts the
+    working directory and /tmp from the host by default: the run goes to ./runs/<run-id>, or to
+    $TMPDIR (else /tmp)/kerasenv-runs/<run-id> when the working directory is not writable either.
+    Outside Apptainer nothing moves: a read-only /workspace/runs under Docker is a mount to fix."""
+    if container_runtime(environ) != "apptainer" or _unwritable(os.path.dirname(path)) is None:
+        return path, None
+    places = []
+    try:
+        places.append(os.path.join(os.getcwd(), "runs"))
+    except OSError:  # the working directory is gone (or not mounted)
+        pass
+    places.append(os.path.join(environ.get("TMPDIR") or "/tmp", "kerasenv-runs"))
+    for base in places:
+        if _unwritable(base) is None:
+            moved = os.path.join(base, run_id)
+            return moved, (f"{RUNS} is read-only under Apptainer: this run writes to {moved} "
+                           f"(--bind DIR:{RUNS} or --output-dir picks another)")
+    return path, None
+
+
+def prepare_output_dir(path: str, environ=os.environ) -> None:
+    why = _unwritable(path)
+    if why is None:
+        return
+    if container_runtime(environ) == "apptainer":
+        fix = (f"run from a folder you can write (the run goes to ./runs), bind one "
+               f"(apptainer run --bind $PWD/runs:{RUNS} ...) or pass --output-dir")
+    else:
+        fix = ("mount a directory you own (e.g. -v $PWD/runs:/workspace/runs with --user $(id -u):$(id -g)) "
+               "or pass --output-dir")
+    raise SmokeFailure(EXIT_USAGE, "output-dir", f"output directory {path} is not writable ({why})", fix)
 
 
 def strict_json(value):

@@ -123,7 +123,8 @@ def test_yes_when_docker_starts_a_gpu_container_even_without_an_nvidia_runtime_e
     assert create["HostConfig"]["DeviceRequests"] == [
         {"Driver": "", "Count": -1, "DeviceIDs": [], "Capabilities": [["gpu"]], "Options": {}}]
     assert create["Image"] == "kerasenv:tf2.21-cuda12.9" and create["Cmd"] == ["true"]
-    assert create["NetworkDisabled"] is True
+    # Both: Podman's compat API (5.8.6) ignores NetworkDisabled and would use its bridge.
+    assert create["NetworkDisabled"] is True and create["HostConfig"]["NetworkMode"] == "none"
     assert create["Labels"]["io.kerasenv.kind"] == "gpu-probe"
     assert engine.removed()
 

@@ -27,6 +27,7 @@ def engine(name: str) -> engine_facts.Engine:
     ("docker-28.3-cdi", "docker", "28.3.3", False, True),
     ("docker-27-rootless", "docker", "27.5.1", True, False),  # CDISpecDirs [] = CDI off
     ("podman-5.4", "podman", "5.4.0", False, True),
+    ("podman-5.8.6-sid", "podman", "5.8.6", False, True),  # recorded: Debian sid's, in a sid root
 ])
 def test_each_engine_is_named_with_its_own_version_rootless_and_cdi(name, product, version, rootless, cdi):
     e = engine(name)
@@ -38,6 +39,15 @@ def test_podmans_version_is_its_own_not_the_docker_api_it_speaks():
     e = engine("podman-4.3.1-debian")
     assert e.describe() == "Podman 4.3.1, behind the Docker API, rootful, cgroup v1, CDI off"
     assert engine("docker-28.3-cdi").describe() == "Docker 28.3.3, rootful, cgroup v2, CDI on (/etc/cdi, /var/run/cdi)"
+
+
+def test_podman_5s_recorded_answer_names_no_cdi_spec_dirs():
+    """Podman 5.8.6's compat /info has a CDISpecDirs field, null even with containers.conf's
+    cdi_spec_dirs set (recorded so): CDI is judged by its version, and kerasenv reads the spec
+    folders of KERASENV_CDI_SPEC_DIRS or CDI's defaults (engine/cdi.spec_dirs)."""
+    e = engine("podman-5.8.6-sid")
+    assert e.cdi_reported and e.cdi_spec_dirs == () and e.cdi_enabled
+    assert e.describe() == "Podman 5.8.6, behind the Docker API, rootful, cgroup v1, CDI on"
 
 
 @pytest.mark.parametrize("text, parsed", [

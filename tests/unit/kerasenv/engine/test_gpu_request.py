@@ -93,7 +93,9 @@ def test_podman_before_5_4_refuses_a_gpu_request_in_one_line_naming_both_fixes()
 def test_podman_5_4_takes_cdi_requests_and_refuses_without_a_spec():
     access = gpu_request.resolve("all", "cuda", engine=PODMAN_54, host=gpu_request.HostGpus(cdi=NVIDIA_CDI))
     assert access.route == "cdi" and access.kwargs["device_requests"][0]["Driver"] == "cdi"
-    with pytest.raises(UsageError, match="no NVIDIA CDI spec naming them; generate one: `sudo nvidia-ctk cdi"):
+    with pytest.raises(UsageError, match=r"no NVIDIA CDI spec naming them \(in /etc/cdi, /var/run/cdi; "
+                                         r"KERASENV_CDI_SPEC_DIRS=DIR:DIR names Podman's cdi_spec_dirs when they are "
+                                         r"others\); generate one: `sudo nvidia-ctk cdi"):
         gpu_request.resolve("all", "cuda", engine=PODMAN_54, host=gpu_request.HostGpus())
 
 

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from kerasenv.engine import cdi, engine_facts, gpu_request
+from kerasenv.engine.cdi import GENERATE_FIX
 from kerasenv.errors import UsageError
 from kerasenv.host import doctor, gpu_choice, shape_checks, wsl
 from kerasenv.host.checks import FAIL, INFO, PASS, WARN
@@ -208,6 +209,17 @@ def test_podman_54_with_a_cdi_spec_passes_through_cdi(real_matrix, monkeypatch):
     assert line(doctor.judge(facts, real_matrix), "engine").status == PASS
     access = gpu_request.resolve("all", "cuda", engine=facts.engine, host=gpu_choice.from_facts(facts))
     assert access.kwargs["device_requests"][0]["DeviceIDs"] == ["nvidia.com/gpu=all"]
+
+
+def test_podman_5_without_a_spec_names_the_spec_as_the_only_fix(real_matrix, monkeypatch):
+    """Podman 5.8.6 (recorded): it applies CDI, so the fix is the spec, not another engine."""
+    facts = host(monkeypatch, "a100-535", engine_name="podman-5.8.6-sid")
+    report = doctor.judge(facts, real_matrix)
+    assert line(report, "engine").status == WARN and "need an NVIDIA CDI spec" in line(report, "engine").message
+    assert shape_checks.toolkit_fix(facts, "default") == f"generate an NVIDIA CDI spec: {GENERATE_FIX}"
+    with pytest.raises(UsageError, match=r"^--gpus refused: Podman 5.8.6 takes GPUs through its Docker API only "
+                                         r"as CDI devices.*nvidia-ctk cdi generate"):
+        gpu_request.resolve("all", "cuda", engine=facts.engine, host=gpu_choice.from_facts(facts))
 
 
 def test_rootless_docker_without_no_cgroups_warns_with_both_fixes_and_passes_with_it(real_matrix, monkeypatch):

@@ -85,3 +85,57 @@ def test_the_tensorflow_cpu_wheel_counts_as_tensorflow_and_an_unset_backend_is_k
     assert declared["backend"] == "tensorflow"
     assert declared["versions"]["tensorflow"] == "2.21.0" and declared["versions"]["keras"] is None
     assert declared["image"] == {"variant": None, "family": None}
+
+
+# Issue 44: Apptainer keeps /workspace/runs read-only (a SIF is squashfs) and runs as the caller.
+APPTAINER = {"APPTAINER_CONTAINER": "/tmp/rootfs-1/root", "APPTAINER_NAME": "kerasenv.sif"}
+
+
+def test_apptainer_is_told_apart_by_the_variables_it_sets():
+    assert report.container_runtime(APPTAINER) == "apptainer"
+    assert report.container_runtime({"SINGULARITY_CONTAINER": "/x"}) == "apptainer"
+    assert report.container_runtime({"HOSTNAME": "abc"}) == "docker"
+
+
+def test_under_apptainer_a_read_only_runs_folder_moves_the_run_to_the_working_directory(tmp_path, monkeypatch):
+    # A path under a regular file takes no file, even for root (the tests run as root here).
+    (tmp_path / "squashfs").write_text("")
+    default = str(tmp_path / "squashfs" / "runs" / "r1")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    path, line = report.default_output_dir(default, "r1", APPTAINER)
+    assert path == str(work / "runs" / "r1")
+    assert f"this run writes to {work / 'runs' / 'r1'}" in line and "--bind DIR:/workspace/runs" in line
+    # ./runs unusable too: $TMPDIR/kerasenv-runs
+    (work / "runs" / "r1").rmdir() if (work / "runs" / "r1").exists() else None
+    (work / "runs").rmdir()
+    (work / "runs").write_text("")
+    path, _ = report.default_output_dir(default, "r1", {**APPTAINER, "TMPDIR": str(tmp_path / "t")})
+    assert path == str(tmp_path / "t" / "kerasenv-runs" / "r1")
+    # outside Apptainer nothing moves (Docker's read-only mount is the user's to fix)
+    assert report.default_output_dir(default, "r1", {}) == (default, None)
+
+
+def test_a_writable_runs_folder_stays_under_apptainer(tmp_path):
+    default = str(tmp_path / "runs" / "r1")
+    assert report.default_output_dir(default, "r1", APPTAINER) == (default, None)
+
+
+def test_the_fix_for_an_unwritable_output_directory_speaks_the_runtime(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    target = str(blocker / "runs")  # under a file: unwritable even for root
+    try:
+        report.prepare_output_dir(target, APPTAINER)
+    except report.SmokeFailure as exc:
+        assert "--bind $PWD/runs:/workspace/runs" in exc.fix and "-v " not in exc.fix
+        assert exc.message.startswith(f"output directory {target} is not writable")
+    else:
+        raise AssertionError("no failure")
+    try:
+        report.prepare_output_dir(target, {})
+    except report.SmokeFailure as exc:
+        assert "-v $PWD/runs:/workspace/runs" in exc.fix
+    else:
+        raise AssertionError("no failure")
