@@ -166,7 +166,8 @@ def podman_refusal(engine: Engine, cdi: CdiDevices) -> str:
     else:
         why = (f"Podman {engine.version}'s Docker API accepts a GPU request and starts the container without "
                "the GPU (containers/podman#22645): it would train on the CPU")
-        # Podman's own CLI applies CDI devices from 4.1 (NVIDIA's CDI guide); only its Docker API drops them.
+        # Podman's own CLI applies CDI devices (from 4.1, NVIDIA's CDI guide; seen with 4.3.1 here, a
+        # fake spec in /etc/cdi): only its Docker API drops them.
         fix = (f"use Podman >= 5.4 with a CDI spec ({GENERATE_FIX}), Podman's own CLI with that spec (`podman run "
                f"--device nvidia.com/gpu=all IMAGE`), or {DOCKER_FIX}; --gpus none runs on the CPU on purpose")
     return f"--gpus refused: {why}; {fix}"

@@ -380,6 +380,9 @@ def cdi_check(facts: HostFacts) -> Check:
         use = "the engine was not asked"
     elif e.cdi_enabled:
         use = "this engine applies CDI: kerasenv sends GPU requests through it"
+    elif e.is_podman:  # its Docker API drops every GPU request (containers/podman#22645)
+        use = (f"Podman {e.version}'s Docker API applies no CDI request (Podman >= 5.4 does), so kerasenv refuses "
+               "GPU requests to it")
     else:
         use = ("this engine has CDI off, so kerasenv uses NVIDIA's runtime hook (CDI: Docker >= 28.2, or "
                "features.cdi on 25-28.1; Podman >= 5.4)")

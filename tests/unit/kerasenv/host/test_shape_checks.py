@@ -202,6 +202,9 @@ def test_podman_43_says_gpu_requests_are_refused_and_the_doctor_does_not_count_o
     check = line(report, "engine")
     assert check.status == WARN and "Podman 4.3.1" in check.message and "containers/podman#22645" in check.message
     assert "Podman >= 5.4 with a CDI spec" in check.fix and "NVIDIA Container Toolkit" in check.fix
+    with_spec = host(monkeypatch, "a100-535", shape="cdi-nvidia", engine_name="podman-4.3.1-debian")
+    cdi_line = line(doctor.judge(with_spec, real_matrix), "cdi").message
+    assert "Podman 4.3.1's Docker API applies no CDI request" in cdi_line and "runtime hook" not in cdi_line
 
 
 def test_podman_54_with_a_cdi_spec_passes_through_cdi(real_matrix, monkeypatch):
