@@ -117,7 +117,7 @@ if [ "$check_only" -eq 1 ]; then
   if [ -d "$ROOT" ]; then
     fail "$ROOT lacks ${lacking}: run \`sudo scripts/sid-root.sh\`"
   fi
-  fail "no sid root at $ROOT (Podman 5 for tests/integration/test_podman5.py): run \`sudo scripts/sid-root.sh\` (debootstrap: 75-105 s, 360 MB)"
+  fail "no sid root at $ROOT (Podman 5 and Apptainer for tests/integration/test_podman5.py and test_apptainer.py): run \`sudo scripts/sid-root.sh\` (debootstrap: about 90-120 s, 530 MB)"
 fi
 [ "$(id -u)" -eq 0 ] || fail "making $ROOT needs root: run \`sudo $0\`"
 command -v debootstrap >/dev/null || fail "debootstrap is not installed: sudo apt-get install -y debootstrap"

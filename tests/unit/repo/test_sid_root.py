@@ -4,11 +4,14 @@ and what --check says of a root that is missing or lacks packages, without makin
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 from ..conftest import REPO
 
 SCRIPT = REPO / "scripts" / "sid-root.sh"
+# The packages the script makes the root with (its PACKAGES array: Podman 5's, then Apptainer's).
+PACKAGES = re.search(r"^PACKAGES=\(([^)]*)\)", SCRIPT.read_text(), re.M).group(1).split()
 
 
 def check(root) -> subprocess.CompletedProcess:
@@ -30,13 +33,13 @@ def test_check_says_in_one_line_what_is_missing_and_changes_nothing(tmp_path):
     (tmp_path / "sid-root" / ".kerasenv-sid-root").write_text(" podman crun runc conmon netavark catatonit \n")
     lacking = check(tmp_path / "sid-root")
     assert lacking.returncode == 1
-    assert lacking.stderr.strip() == (f"sid-root: {tmp_path}/sid-root lacks ca-certificates uidmap passt: "
+    assert lacking.stderr.strip() == (f"sid-root: {tmp_path}/sid-root lacks {' '.join(PACKAGES[6:])}: "
                                       "run `sudo scripts/sid-root.sh`")
 
 
 def test_a_complete_root_is_only_looked_at(tmp_path):
-    (tmp_path / ".kerasenv-sid-root").write_text(
-        " podman crun runc conmon netavark catatonit ca-certificates uidmap passt \n")
+    assert PACKAGES[:6] == ["podman", "crun", "runc", "conmon", "netavark", "catatonit"] and "apptainer" in PACKAGES
+    (tmp_path / ".kerasenv-sid-root").write_text(f" {' '.join(PACKAGES)} \n")
     done = subprocess.run(["bash", str(SCRIPT), "--quiet"], capture_output=True, text=True,
                           env={**os.environ, "SID_ROOT": str(tmp_path)})
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")

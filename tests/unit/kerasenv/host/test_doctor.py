@@ -238,3 +238,8 @@ def test_the_doctor_names_the_image_store_and_what_it_means(real_matrix):
             [c["name"] for c in report.as_dict()["host"]].index("image-store")].items()
     facts = doctor.HostFacts(nvidia=doctor.probe_nvidia("/nonexistent/nvidia-smi"), docker_version="28.5.2")
     assert not [c for c in doctor.judge(facts, real_matrix).host if c.name == "image-store"]  # engine not asked
+
+
+def test_the_zstd_line_behind_podman_names_podman_not_a_docker_version():
+    check = doctor.zstd_check("5.8.6", podman=True)
+    assert check.status == doctor.PASS and check.message.startswith("Podman 5.8.6 unpacks zstd layers")
