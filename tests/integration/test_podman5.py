@@ -209,14 +209,19 @@ def test_the_doctor_names_podman_5_and_its_cdi_route_on_a_gpu_host(podman5):
     assert podman5.client().containers.list(all=True) == []  # the probe is removed
 
 
-def test_the_cpu_smoke_training_passes_through_podman_5(podman5, cpu_image, tmp_path):
+def test_the_cpu_smoke_training_passes_through_podman_5(podman5, cpu_image):
     started = time.monotonic()
     podman5.load(cpu_image)  # `docker save | podman load`, as test_podman.py
     print(f"\n[podman5] {cpu_image} loaded in {time.monotonic() - started:.0f} s")
-    proc = cli(podman5, "smoke", "tf2.21-cpu", "--runs-dir", str(tmp_path), "--run-id", "podman5", "--json",
+    # The runs folder in one Podman 5 sees too: it runs in the sid root's mount namespace, whose /tmp
+    # is its own (scripts/sid-root.sh), and binds only podman5.top there. A runs-dir under pytest's
+    # tmp_path was made in that private /tmp, and the report was gone with it (the cold CI of bcc56a0).
+    runs = podman5.top / "smoke-runs"
+    runs.mkdir(exist_ok=True)
+    proc = cli(podman5, "smoke", "tf2.21-cpu", "--runs-dir", str(runs), "--run-id", "podman5", "--json",
                "--", "--epochs", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads((tmp_path / "podman5" / "report.json").read_text())
+    report = json.loads((runs / "podman5" / "report.json").read_text())
     assert report["verdict"]["learned"] and report["exit_code"] == 0
     assert podman5.client().containers.list(all=True) == []
 
