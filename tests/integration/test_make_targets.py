@@ -609,8 +609,11 @@ def test_test_lanes_build_accept_and_test(matrix):
     for v in matrix.debian_based:
         assert re.search(rf"^scripts/timed-step 'build {re.escape(v.id)}' ", proc.stdout, re.M), ran(proc)
     assert re.search(r"^scripts/timed-step 'unit tests' \.venv/bin/pytest tests -m 'not docker'", proc.stdout, re.M), ran(proc)
-    assert re.search(r"^scripts/timed-step 'integration tests' \.venv/bin/pytest tests -m 'docker and not lane_image'",
-                     proc.stdout, re.M), ran(proc)
+    # (issue 44: the integration step is told where the run's one SIF is, made beside the builds)
+    assert re.search(r"^scripts/timed-step 'integration tests' env KERASENV_APPTAINER_TEST_SIF=\S+\.sif "
+                     r"\.venv/bin/pytest tests -m 'docker and not lane_image'", proc.stdout, re.M), ran(proc)
+    assert re.search(r"^rm -f (\S+\.sif) && .*scripts/timed-step 'sif jax0\.12-cpu' \.venv/bin/kerasenv sif jax0\.12-cpu "
+                     r"--output \1", proc.stdout, re.M), ran(proc)
     # the tests that need one more variant's image run in that variant's lane, before it is dropped
     lane_images = set(re.findall(r"pytest tests/integration -m docker --lane-image (\S+)", proc.stdout))
     assert lane_images and lane_images <= {v.id for v in matrix.debian_based}, ran(proc)
