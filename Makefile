@@ -260,8 +260,9 @@ DISK_WAIT_S ?= 1200
 # tests did). Only tests that may run beside the others: they use neither of the images the
 # registry test untags and pulls back (jax0.12-cpu), and their containers carry no
 # io.kerasenv.kind, which the build lane's `make clean` would remove (test_podman's and test_podman5's run
-# in Podman's own storage, which `make clean` does not see).
-INTEGRATION_IN_TEST_LANE := tests/integration/test_gpu_host_check.py tests/integration/test_rocm_container_args.py tests/integration/test_gpu_routes.py tests/integration/test_podman.py tests/integration/test_podman5.py
+# in Podman's own storage, which `make clean` does not see; test_apptainer's are Apptainer's, from the
+# SIF the sif step made, and its Slurm job waits for the node if test_slurm's holds it).
+INTEGRATION_IN_TEST_LANE := tests/integration/test_gpu_host_check.py tests/integration/test_rocm_container_args.py tests/integration/test_gpu_routes.py tests/integration/test_podman.py tests/integration/test_podman5.py tests/integration/test_apptainer.py
 TEST_FAILURES := .test-failures
 # Lane steps that are not a variant's (run by test-lanes, not on their own):
 unit_step := test-unit-lane-step
@@ -294,11 +295,15 @@ last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(s
 # GitHub workflow. Two chains: the builds one after the other, and the checks of each built image
 # (the next build beside the last image's checks: one core each). Their builder stages go with
 # each build (nothing rebuilds them), and with DROP_TESTED_IMAGES the image once checked.
-# They start once every amd64 step is done: beside the amd64 lanes (the first try) they took
-# 1.3-1.9x off every amd64 step and put an arm64 build (twice its 8 GB at once) on top of the
-# integration tests' disk peak, where the CI run of 5f1a731 ran out of disk.
+# They start once every amd64 acceptance run is done, beside the integration tests of both lanes,
+# which leave a core idle much of the time: after them (the cold run of 10f36c1) the arm64 lane
+# added 1084 s to the run's 3095. Beside the amd64
+# builds and acceptance runs (the first try) they took 1.3-1.9x off every amd64 step. Their disk: a
+# build waits until it fits under KERASENV_DISK_CEILING (`.ci/run` sets it: the disk at the start
+# plus the budget; `kerasenv build --wait-for-disk`), so an arm64 build (twice its 8 GB at once) is
+# not put on top of the integration tests' peak, where the CI run of 5f1a731 ran out of disk.
 ARM64_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^\[variant\.arm64\]/{print id}' images/matrix.toml)
-ARM64_AFTER := $(last_accepts) $(integration_step) $(integration_test_lane_step)
+ARM64_AFTER := $(last_accepts)
 define arm64_steps
 # $(1): the variant, $(2): the arm64 variant before it (empty for the first)
 test-arm64-build-$(1): $(if $(2),test-arm64-build-$(2),$(ARM64_AFTER)) venv
@@ -323,17 +328,18 @@ test-lanes: $(last_accepts) $(integration_step) $(integration_test_lane_step) $(
 # The integration tests close the build lane: once every image is built they run beside the
 # acceptance runs still going (they need IMAGES_FOR_INTEGRATION, and
 # each suite labels its containers as its own session's).
-# The SIF tests/integration/test_apptainer.py runs (issue 44): made once per run by `kerasenv sif`,
-# as soon as its image is built, beside the other builds: 4-8 min of mksquashfs on 2 cores that,
-# made in the integration step, would lengthen the longest lane by as much. Replaced by each run.
+# The SIF tests/integration/test_apptainer.py runs (issue 44; in the test lane): made once per run by
+# `kerasenv sif`, as soon as its image is built, beside the other builds. zstd: mksquashfs's gzip took
+# 112 s of its 205 s (218 s of CPU, taken from the builds beside it: the step took 441 s in the cold
+# run of 10f36c1), zstd 6 s at the same size (src/kerasenv/hpc/sif.py). Replaced by each run.
 CI_SIF := /var/tmp/kerasenv-ci-sif/kerasenv-jax.sif
 sif_step := test-sif-lane-step
 $(sif_step): test-build-$(FIRST_BUILT) venv
-	rm -f $(CI_SIF) && install -d -m 755 $(dir $(CI_SIF)) && $(call timed,sif $(FIRST_BUILT)) $(KERASENV) sif $(FIRST_BUILT) --output $(CI_SIF) $(call record_failure,sif $(FIRST_BUILT))
-$(integration_step): test-build-$(lastword $(LANE_VARIANTS)) $(addprefix test-accept-,$(LANE_IMAGE_VARIANTS)) $(sif_step)
-	$(call timed,integration tests) env KERASENV_APPTAINER_TEST_SIF=$(CI_SIF) $(VENV)/bin/pytest tests -m 'docker and not lane_image' $(addprefix --ignore=,$(INTEGRATION_IN_TEST_LANE)) $(PYTEST_ARGS) $(call record_failure,integration tests (pytest tests -m docker))
-$(integration_test_lane_step): $(last_accepts)
-	$(call timed,integration tests (test lane)) $(VENV)/bin/pytest $(INTEGRATION_IN_TEST_LANE) -m 'docker and not lane_image' $(PYTEST_ARGS) $(call record_failure,integration tests (test lane: $(notdir $(INTEGRATION_IN_TEST_LANE))))
+	rm -f $(CI_SIF) && install -d -m 755 $(dir $(CI_SIF)) && $(call timed,sif $(FIRST_BUILT)) $(KERASENV) sif $(FIRST_BUILT) --output $(CI_SIF) --compression zstd $(call record_failure,sif $(FIRST_BUILT))
+$(integration_step): test-build-$(lastword $(LANE_VARIANTS)) $(addprefix test-accept-,$(LANE_IMAGE_VARIANTS))
+	$(call timed,integration tests) $(VENV)/bin/pytest tests -m 'docker and not lane_image' $(addprefix --ignore=,$(INTEGRATION_IN_TEST_LANE)) $(PYTEST_ARGS) $(call record_failure,integration tests (pytest tests -m docker))
+$(integration_test_lane_step): $(last_accepts) $(sif_step)
+	$(call timed,integration tests (test lane)) env KERASENV_APPTAINER_TEST_SIF=$(CI_SIF) $(VENV)/bin/pytest $(INTEGRATION_IN_TEST_LANE) -m 'docker and not lane_image' $(PYTEST_ARGS) $(call record_failure,integration tests (test lane: $(notdir $(INTEGRATION_IN_TEST_LANE))))
 
 # The tests that need no Docker open the test lane: they fill the time the first build takes.
 test-accept-$(firstword $(LANE_VARIANTS)): $(unit_step)

@@ -191,29 +191,25 @@ fi
 # --- 4b. a Debian sid root with Podman 5 (issue 43): sid's podman needs glibc >= 2.38, bookworm has
 # 2.36; tests/integration/test_podman5.py runs it there (scripts/sid-root.sh says how; 75-105 s
 # and 360 MB the first time, then it only looks) --------------------------------------------------
+# Made beside the base images below (each debootstrap waits on Debian's archive and dpkg more than
+# on a core: one after the other they took 37 + 27 + 26 + 79 s of the cold run of 10f36c1);
+# waited for at the end of this script.
+sid_root_pid=""
 if is_root; then
-  bash scripts/sid-root.sh --quiet
+  bash scripts/sid-root.sh --quiet &
+  sid_root_pid=$!
 else
   bash scripts/sid-root.sh --check >/dev/null || bash scripts/sid-root.sh --check
 fi
 
 # --- 5. the base images: every debian:* base_image of the matrix (BASE_IMAGE=: that one only),
-# pulled, or made from Debian's archive where no registry answers ---------------------------
-bases=${BASE_IMAGE:-$(sed -n 's/^base_image = "\(debian:[^"]*\)"/\1/p' images/matrix.toml | sort -u)}
-for base in $bases; do
-  if docker image inspect "$base" >/dev/null 2>&1 || timeout 120 docker pull -q "$base" >/dev/null 2>&1; then
-    continue
-  fi
-  # `kerasenv base-offline` makes Debian's own images, debian:<suite>-slim or debian:<suite>.
-  suite=$(sed -n 's/^debian:\([a-z]*\)\(-slim\)\{0,1\}$/\1/p' <<<"$base")
-  [ -n "$suite" ] || fail "cannot pull the base image $base, and \`kerasenv base-offline\` makes only debian:<suite>[-slim]: pull it by hand${BASE_IMAGE:+ or leave BASE_IMAGE unset}"
-  is_root || fail "cannot pull $base (no registry reachable?): run \`sudo make base-offline\` (debootstrap, ~40 s a suite)"
-  me "no registry reachable: making $base offline"
-  .venv/bin/kerasenv base-offline --suite "$suite" --tag "$base"
-done
+# pulled, or made from Debian's archive where no registry answers. Each one made offline, and the
+# arm64 bases, are made side by side (a debootstrap waits on the archive and dpkg); the arm64 bases
+# only take their own -arm64 tag for good, so the amd64 loop may look at a tag in between.
 # The arm64 bases of the arm64 images, debian:<suite>-slim-arm64 (the local tag: Docker 20.10 keeps
 # one image per tag): pulled for linux/arm64, or made with debootstrap under qemu (about 3 minutes).
-if [ "$has_arm64" -gt 0 ] && [ -z "${BASE_IMAGE:-}" ]; then
+arm64_bases() {
+  local arm_bases base local_tag suite
   arm_bases=$(.venv/bin/python - <<'PY'
 from kerasenv.matrix import schema
 print(" ".join(sorted({v.base_image for v in schema.load().variants if v.arm64})))
@@ -233,7 +229,29 @@ PY
     me "no registry reachable: making $local_tag offline (debootstrap under qemu)"
     .venv/bin/kerasenv base-offline --suite "$suite" --platform linux/arm64
   done
+}
+arm64_pid=""
+if [ "$has_arm64" -gt 0 ] && [ -z "${BASE_IMAGE:-}" ]; then
+  arm64_bases &
+  arm64_pid=$!
 fi
+bases=${BASE_IMAGE:-$(sed -n 's/^base_image = "\(debian:[^"]*\)"/\1/p' images/matrix.toml | sort -u)}
+made=()
+for base in $bases; do
+  if docker image inspect "$base" >/dev/null 2>&1 || timeout 120 docker pull -q "$base" >/dev/null 2>&1; then
+    continue
+  fi
+  # `kerasenv base-offline` makes Debian's own images, debian:<suite>-slim or debian:<suite>.
+  suite=$(sed -n 's/^debian:\([a-z]*\)\(-slim\)\{0,1\}$/\1/p' <<<"$base")
+  [ -n "$suite" ] || fail "cannot pull the base image $base, and \`kerasenv base-offline\` makes only debian:<suite>[-slim]: pull it by hand${BASE_IMAGE:+ or leave BASE_IMAGE unset}"
+  is_root || fail "cannot pull $base (no registry reachable?): run \`sudo make base-offline\` (debootstrap, ~40 s a suite)"
+  me "no registry reachable: making $base offline"
+  .venv/bin/kerasenv base-offline --suite "$suite" --tag "$base" &
+  made+=("$!:$base")
+done
+for job in "${made[@]}"; do
+  wait "${job%%:*}" || fail "making ${job#*:} offline failed (its error is above): \`sudo make base-offline\` makes it alone"
+done
 
 # --- 6. the floor daemon's base (KERASENV_MAIN_ENGINE=docker28): the default CPU image's base,
 # copied from the main engine (`make test-floor` builds that one image on Docker 20.10) --------
@@ -243,4 +261,12 @@ if [ -S "$FLOOR_SOCKET" ] && [ "$MAIN_ENGINE" = docker28 ] && [ -z "${BASE_IMAGE
     me "copying $floor_base to the floor daemon ($FLOOR_SOCKET)"
     docker save "$floor_base" | docker -H "unix://$FLOOR_SOCKET" load -q >/dev/null
   fi
+fi
+
+# --- 7. what was made side by side above ---------------------------------------------------------
+if [ -n "$arm64_pid" ]; then
+  wait "$arm64_pid" || fail "the arm64 base image failed (its error is above): \`sudo make base-offline PLATFORM=linux/arm64\` makes it alone"
+fi
+if [ -n "$sid_root_pid" ]; then
+  wait "$sid_root_pid" || fail "the Debian sid root failed (its error is above): \`sudo scripts/sid-root.sh\` makes it alone"
 fi

@@ -46,15 +46,17 @@ def shared_dir(name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def sif(jax_cpu_image):
+def sif(request):
     """kerasenv-jax.sif, built by `kerasenv sif` from the local image; removed after the module.
     KERASENV_APPTAINER_TEST_SIF: a SIF made so already (make test's sif step, a rerun by hand;
-    kept)."""
+    kept). Then no Docker image is needed: `make test` runs this module in its test lane, beside
+    the registry test that untags kerasenv:jax0.12-cpu and pulls it back."""
     given = os.environ.get("KERASENV_APPTAINER_TEST_SIF")
     if given:  # `make test` makes it beside the builds (the Makefile's sif step)
         assert Path(given).is_file(), f"no SIF at {given}: its `kerasenv sif` step failed (see make test's output)"
         yield Path(given)
         return
+    request.getfixturevalue("jax_cpu_image")
     check = subprocess.run(["bash", str(REPO / "scripts" / "sid-root.sh"), "--check"], capture_output=True, text=True)
     assert check.returncode == 0, check.stderr.strip()  # no root: one line with the fix, never a skip
     folder = shared_dir("sif")

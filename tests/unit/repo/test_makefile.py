@@ -263,6 +263,14 @@ def test_the_integration_tests_run_once_each_split_between_the_lanes():
     for path in in_test_lane:
         text = (REPO / path).read_text()
         assert '"io.kerasenv.kind"' not in text, path  # as a label key
+        if path == "tests/integration/test_apptainer.py":
+            # It runs the SIF the sif step made from kerasenv:jax0.12-cpu (KERASENV_APPTAINER_TEST_SIF,
+            # given by the test lane's step), and asks for that image only when no SIF is given.
+            assert re.search(r"'integration tests \(test lane\)' env KERASENV_APPTAINER_TEST_SIF=\S+\.sif ", lanes)
+            fixture = re.search(r"^def sif\(request\):\n(.*?)^\n", text, re.M | re.S).group(1)
+            assert fixture.index("if given:") < fixture.index('request.getfixturevalue("jax_cpu_image")'), fixture
+            assert "jax_cpu_image" not in re.sub(r"^def sif\(request\):\n.*?^\n", "", text, flags=re.M | re.S), path
+            continue
         assert not any(f'"{variant}"' in text or f"kerasenv:{variant}" in text for variant in untagged), path
 
 

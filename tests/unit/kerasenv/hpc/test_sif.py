@@ -61,3 +61,10 @@ def test_the_rootless_build_noise_is_left_out():
 def test_the_shim_exists_and_is_executable():
     assert sif.SID_SHIM.is_file() and sif.SID_SHIM.stat().st_mode & 0o111
     assert Path(sif.REPO / "scripts" / "sid-root.sh").is_file()
+
+
+def test_the_compressor_is_passed_to_mksquashfs_and_gzip_is_apptainers_own_default():
+    assert sif.mksquashfs_args("gzip") == []
+    assert sif.mksquashfs_args("zstd") == ["--mksquashfs-args", "-comp zstd -Xcompression-level 3"]
+    with pytest.raises(UsageError, match=r"^--compression xz: not one of gzip, zstd "):
+        sif.mksquashfs_args("xz")

@@ -21,6 +21,26 @@ class Clock:
         self.now += s
 
 
+@pytest.fixture(autouse=True)
+def no_ceiling(monkeypatch):
+    """`.ci/run` sets KERASENV_DISK_CEILING for the whole of `make test`, these tests' run too."""
+    monkeypatch.delenv("KERASENV_DISK_CEILING", raising=False)
+
+
+def test_under_the_ceiling_a_build_waits_for_room_below_it_though_the_disk_has_more(monkeypatch):
+    frees(monkeypatch, [40 * GB])
+    used = [30 * GB, 30 * GB, 22 * GB]
+    monkeypatch.setattr(disk, "used_bytes", lambda root: used.pop(0) if len(used) > 1 else used[0])
+    assert disk.room_bytes("/var/lib/docker", environ={}) == 40 * GB
+    assert disk.room_bytes("/var/lib/docker", environ={"KERASENV_DISK_CEILING": str(int(40 * GB))}) == 10 * GB
+    monkeypatch.setenv("KERASENV_DISK_CEILING", str(int(40 * GB)))
+    said, clock = [], Clock()
+    assert disk.ensure_room(None, "kerasenv:x-arm64", 16 * GB, 600, said.append, clock=clock, sleep=clock.sleep,
+                            root="/var/lib/docker")
+    assert "10.0 GB is under KERASENV_DISK_CEILING: waiting up to 600 s" in said[0], said
+    assert said[1].startswith("kerasenv build: kerasenv:x-arm64: 18.0 GB free after "), said
+
+
 def frees(monkeypatch, values):
     """free_bytes answers each value in turn, then the last one for ever."""
     seen = list(values)
