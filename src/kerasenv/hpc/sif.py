@@ -36,9 +36,9 @@ SPACE_FACTOR = 2.45
 # Harmless, but one line per file of the image: a rootless build cannot setxattr nor mknod.
 # mksquashfs's compressor (`apptainer build --mksquashfs-args`). gzip is Apptainer's default and every
 # runtime reads it: a kernel's squashfs (setuid installs), squashfuse, unsquashfs (`--unsquash`).
-# zstd is 20x quicker to make at about the same size (measured above), and reads where the kernel has
-# CONFIG_SQUASHFS_ZSTD (Linux >= 4.14; RHEL 8+, Debian, Ubuntu build it in) and squashfuse or
-# squashfs-tools are built with zstd (Debian's and EPEL's are): CI's SIF, made once per run, is zstd.
+# zstd is 20x quicker to make at about the same size (measured above), and reads where the kernel's
+# squashfs has CONFIG_SQUASHFS_ZSTD (Linux >= 4.14) or squashfuse / squashfs-tools link libzstd
+# (Debian sid's do: ldd): CI's SIF, made once per run and run with --unsquash, is zstd.
 COMPRESSIONS = {"gzip": [], "zstd": ["-comp", "zstd", "-Xcompression-level", "3"]}
 NOISE = re.compile(r"warn rootless\{|ignoring \(usually\) harmless EPERM|creating empty file in place of device")
 
