@@ -295,15 +295,17 @@ last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(s
 # GitHub workflow. Two chains: the builds one after the other, and the checks of each built image
 # (the next build beside the last image's checks: one core each). Their builder stages go with
 # each build (nothing rebuilds them), and with DROP_TESTED_IMAGES the image once checked.
-# They start once every amd64 acceptance run is done, beside the integration tests of both lanes,
-# which leave a core idle much of the time: after them (the cold run of 10f36c1) the arm64 lane
-# added 1084 s to the run's 3095. Beside the amd64
-# builds and acceptance runs (the first try) they took 1.3-1.9x off every amd64 step. Their disk: a
-# build waits until it fits under KERASENV_DISK_CEILING (`.ci/run` sets it: the disk at the start
-# plus the budget; `kerasenv build --wait-for-disk`), so an arm64 build (twice its 8 GB at once) is
-# not put on top of the integration tests' peak, where the CI run of 5f1a731 ran out of disk.
+# They start once every amd64 step is done. Beside the integration tests (tried in the runs of
+# 2c273da, 2026-12-06) they saved no time on 2 cores (the integration step went from 1010 to 1610
+# s, the JAX arm64 build from 404 to 789 s) and their build containers broke the integration
+# tests that count containers (test_build_failures: a step container of the arm64 build appeared
+# beside its failed build; a container gone between list and inspect). Beside the amd64 lanes (the
+# first try) they took 1.3-1.9x off every amd64 step and put an arm64 build (twice its 8 GB at once)
+# on top of the integration tests' disk peak, where the CI run of 5f1a731 ran out of disk. Every
+# build also waits for room under KERASENV_DISK_CEILING where `.ci/run` sets it (the disk at the
+# start plus the budget; `kerasenv build --wait-for-disk`).
 ARM64_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^\[variant\.arm64\]/{print id}' images/matrix.toml)
-ARM64_AFTER := $(last_accepts)
+ARM64_AFTER := $(last_accepts) $(integration_step) $(integration_test_lane_step)
 define arm64_steps
 # $(1): the variant, $(2): the arm64 variant before it (empty for the first)
 test-arm64-build-$(1): $(if $(2),test-arm64-build-$(2),$(ARM64_AFTER)) venv
