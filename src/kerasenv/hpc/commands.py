@@ -9,12 +9,14 @@ from ..matrix.schema import Matrix
 
 
 def register(subparsers) -> None:
+    from .sif import COMPRESSIONS
+
     s = subparsers.add_parser(
         "sif", help="an Apptainer image (SIF) from a local image, for clusters without Docker "
                     "(docs/using/hpc-apptainer.md): `apptainer run kerasenv-ID.sif` is the smoke training")
     s.add_argument("id", metavar="ID|IMAGE", help="a variant id (kerasenv:<id>) or any local image")
     s.add_argument("--output", type=Path, help="the SIF (default: ./kerasenv-<id>.sif); replaced if there")
-    s.add_argument("--compression", choices=["gzip", "zstd"], default="gzip",
+    s.add_argument("--compression", choices=list(COMPRESSIONS), default="gzip",
                    help="mksquashfs's compressor: gzip (default, Apptainer's own: every runtime reads it) or zstd "
                         "(about 20x quicker to build at the same size; needs zstd in the kernel's squashfs or squashfuse)")
     s.set_defaults(handler=_cmd_sif)

@@ -33,13 +33,13 @@ INSTALL_HINT = ("install Apptainer (https://apptainer.org/docs/admin/latest/inst
 # docker-archive (1x), Apptainer's unpacked root in APPTAINER_TMPDIR (1x), and the SIF (0.3x
 # measured, 0.45x with room).
 SPACE_FACTOR = 2.45
-# Harmless, but one line per file of the image: a rootless build cannot setxattr nor mknod.
 # mksquashfs's compressor (`apptainer build --mksquashfs-args`). gzip is Apptainer's default and every
 # runtime reads it: a kernel's squashfs (setuid installs), squashfuse, unsquashfs (`--unsquash`).
 # zstd is 20x quicker to make at about the same size (measured above), and reads where the kernel's
 # squashfs has CONFIG_SQUASHFS_ZSTD (Linux >= 4.14) or squashfuse / squashfs-tools link libzstd
 # (Debian sid's do: ldd): CI's SIF, made once per run and run with --unsquash, is zstd.
 COMPRESSIONS = {"gzip": [], "zstd": ["-comp", "zstd", "-Xcompression-level", "3"]}
+# Harmless, but one line per file of the image: a rootless build cannot setxattr nor mknod.
 NOISE = re.compile(r"warn rootless\{|ignoring \(usually\) harmless EPERM|creating empty file in place of device")
 
 

@@ -82,8 +82,8 @@ def used_bytes(root: str) -> int:
 def room_bytes(root: str, environ=os.environ) -> int:
     """What a build may take: the free bytes, and under KERASENV_DISK_CEILING (bytes used on that
     file system that no build may push past) no more than is left below it. `.ci/run` sets it to its
-    starting figure plus the CI's disk budget: the arm64 builds start beside the integration tests,
-    and wait for room rather than take the run's peak over its budget."""
+    starting figure plus the CI's disk budget: a build beside the other lanes waits for room rather
+    than take the run's peak over its budget."""
     free = free_bytes(root)
     ceiling = environ.get("KERASENV_DISK_CEILING", "")
     if ceiling.isdigit():
