@@ -754,9 +754,14 @@ def test_build_of_the_cpu_image_comes_from_the_cache(cpu_image, docker):
     assert proc.returncode == 0, ran(proc)
     assert re.search(r"^kerasenv:tf2\.21-cpu\t\d+\.\d\d GB\t\d+ s$", proc.stdout, re.M), ran(proc)
     lines = [line.strip() for line in proc.stderr.splitlines()]
-    runs = [i for i, line in enumerate(lines) if re.search(r"\] step \d+/\d+ \(RUN ", line)]
+    # BuildKit's steps ("step [builder 3/5] RUN ...", then "CACHED [builder 3/5] RUN ..." for a hit,
+    # not always next: its steps run side by side); the classic builder's ("step 9/30 (RUN ...)",
+    # "---> Using cache" next).
+    runs = [i for i, line in enumerate(lines) if re.search(r"\] step (\d+/\d+ \(|\[[^\]]+\] )RUN ", line)]
     assert runs, ran(proc)
-    rebuilt = [lines[i] for i in runs if not lines[i + 1].endswith("---> Using cache")]
+    cached = {line.split("CACHED ", 1)[1] for line in lines if re.search(r"\]\s+CACHED \[", line)}
+    rebuilt = [lines[i] for i in runs
+               if not lines[i + 1].endswith("---> Using cache") and lines[i].split("] step ", 1)[1] not in cached]
     assert not rebuilt, ran(proc)
 
 

@@ -53,3 +53,10 @@ def write_matrix(tmp_path: Path, matrix_text: str):
         return path
 
     return write
+
+
+@pytest.fixture(autouse=True)
+def classic_builder_by_default(monkeypatch):
+    """The unit tests' fake Docker clients answer the classic builder's API calls: no unit test
+    runs a docker CLI unless it asks for BuildKit itself (test_buildkit.py, with a recorded CLI)."""
+    monkeypatch.setenv("KERASENV_BUILDER", "classic")

@@ -1,4 +1,5 @@
-"""Build variant images through the docker SDK (classic builder), with progress."""
+"""Build variant images, with progress: BuildKit through the docker CLI where one here can
+(engine/buildkit.py), else the classic builder through the docker SDK."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import os
 import platform
 import re
 import subprocess
+import shutil
+import signal
 import sys
 import tarfile
+import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -36,8 +40,11 @@ class BuildResult:
     size_bytes: int
     seconds: float
     # The last image of each stage before the final one (python-base, build-trust, cuda-libs,
-    # builder, ...): Docker's layer cache of those stages, not part of the image.
+    # builder, ...): the classic builder's layer cache of those stages, not part of the image.
     stage_images: tuple[str, ...] = ()
+    # A BuildKit build's: the build cache records it made or took (engine/buildkit.py).
+    cache_records: tuple[str, ...] = ()
+    builder: str = "classic"  # or "buildkit"
 
 
 def default_ca_cert(explicit: str | None) -> str | None:
@@ -233,11 +240,15 @@ def debian_updates(suite: str, explicit: str | None = None) -> str:
 def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
           ca_cert: str | None = None, no_cache: bool = False, jupyter: bool = False,
           progress: "Progress | None" = None, debian_state: str | None = None,
-          platform: str = AMD64, network: str | None = None) -> BuildResult:
+          platform: str = AMD64, network: str | None = None, builder: str | None = None) -> BuildResult:
     """kerasenv:<id>, or with `jupyter` its JupyterLab flavour kerasenv:<id>-jupyter (built
     FROM the variant's image, which must exist). `debian_state`: the Debian archive state to
     apply (debian_updates). platform=linux/arm64: the variant's arm64 image, kerasenv:<id>-arm64,
-    from images/<id>/arm64.Dockerfile (pip natively with --platform, the rest under qemu on amd64)."""
+    from images/<id>/arm64.Dockerfile (pip natively with --platform, the rest under qemu on amd64).
+    `builder`: auto (default: KERASENV_BUILDER, else BuildKit where a docker CLI here can run it),
+    buildkit or classic."""
+    from ..engine import buildkit, engine_facts
+
     folder = matrix.path.parent / v.id
     arm = platform == ARM64
     if arm:
@@ -277,14 +288,20 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
             buildargs["DEBIAN_UPDATES"] = debian_updates(v.debian_suite, debian_state)
     tag = v.jupyter_ref if jupyter else v.platform_ref(platform)
     name = tag.split(":", 1)[1]
+    wanted = builder or os.environ.get(buildkit.BUILDER_ENV) or "auto"
+    cli = None if wanted == "classic" else buildkit.choose(engine_facts.ask(client), wanted)
     started = time.monotonic()
 
-    def run_build() -> tuple[str, list[str]]:
-        return _stream_build(client, folder, v, dockerfile, ca_pem, tag, name, no_cache, buildargs, progress,
-                             network)
+    def run_build() -> tuple[str, list[str], list[str]]:
+        if cli is not None:
+            return _buildkit_build(client, cli, folder, v, dockerfile, ca_pem, tag, name, no_cache, buildargs,
+                                   progress, network)
+        image_id, stages = _stream_build(client, folder, v, dockerfile, ca_pem, tag, name, no_cache, buildargs,
+                                         progress, network)
+        return image_id, stages, []
 
     try:
-        image_id, stage_images = run_build()
+        image_id, stage_images, cache_records = run_build()
     except BuildFailed as exc:
         fresh = _archive_moved_state(exc, v, buildargs, debian_state)
         if fresh is None:
@@ -296,7 +313,7 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
         progress.note(f"{name}: Debian's archive published since its state was read "
                       f"({buildargs['DEBIAN_UPDATES']}); building again on the state now: {fresh}")
         buildargs["DEBIAN_UPDATES"] = fresh
-        image_id, stage_images = run_build()
+        image_id, stage_images, cache_records = run_build()
     image = client.images.get(image_id)
     if arm and image.attrs.get("Architecture") != "arm64":
         raise BuildFailed(f"building {name} gave a {image.attrs.get('Architecture')} image, not arm64")
@@ -307,10 +324,11 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
     from .sizes import unpacked_bytes
 
     result = BuildResult(v, image.id, unpacked_bytes(image), time.monotonic() - started,
-                         tuple(dict.fromkeys(stage_images)))
+                         tuple(dict.fromkeys(stage_images)), tuple(cache_records),
+                         "buildkit" if cli is not None else "classic")
     record_stage_images(tag, result)
     progress.note(f"built {tag}: {result.size_bytes / 1e9:.2f} GB "
-                  f"uncompressed, {result.seconds:.0f} s")
+                  f"uncompressed, {result.seconds:.0f} s ({cli.describe() if cli else 'classic builder'})")
     return result
 
 
@@ -388,6 +406,112 @@ def _stream_build(client, folder: Path, v: Variant, dockerfile: str, ca_pem: byt
     return image_id, stage_images
 
 
+# BuildKit's plain progress (`--progress=plain`, the same from Docker 20.10's CLI and buildx):
+# "#7 [python-base 3/3] RUN ..." opens a step, "#7 1.931 <output>" is its output, "#7 CACHED" a
+# cache hit, "#7 ERROR: <why>" its failure; the CLI's last lines repeat the failure.
+_BK_STEP_RE = re.compile(r"^#(\d+) \[([^\]]+)\] (.*)$")
+_BK_OUTPUT_RE = re.compile(r"^#(\d+) \d+\.\d+ (.*)$")
+_BK_STATE_RE = re.compile(r"^#(\d+) (CACHED|DONE [0-9.]+s|ERROR: (.*))$")
+_BK_EXIT_RE = re.compile(r"exit code: (\d+)")
+# A step the Dockerfile has in every variant is not a stage that the build makes anew: kept
+# through a drop (below), it is what the next variant on the same Debian suite starts from.
+SHARED_STEP_MARK = "debian-updates.sh"
+
+
+def _buildkit_build(client, cli, folder: Path, v: Variant, dockerfile: str, ca_pem: bytes | None, tag: str,
+                    name: str, no_cache: bool, buildargs: dict, progress: "Progress",
+                    network: str | None = None) -> tuple[str, list[str], list[str]]:
+    """One BuildKit build of `tag` through the docker CLI, its steps shown on `progress`: the
+    image id, no stage images, and the build cache records it used; BuildFailed with the step
+    and its last lines. The context is the classic build's, written to a private temporary
+    folder (the CA with it) that goes when the build ends."""
+    from ..engine import buildkit
+
+    progress.start(name)
+    tail: deque[str] = deque(maxlen=25)
+    steps: dict[str, str] = {}
+    failed: tuple[str, str] | None = None  # (step, why)
+    last_error = ""
+    workdir = Path(tempfile.mkdtemp(prefix="kerasenv-build-"))
+    proc = None
+    try:
+        context, iidfile = workdir / "context", workdir / "iid"
+        with tarfile.open(fileobj=context_tar(folder, ca_pem)) as tar:
+            tar.extractall(context)
+        argv = cli.argv() + ["--progress=plain", "-f", str(context / v.id / dockerfile), "-t", tag,
+                             "--iidfile", str(iidfile), "--label", f"{PROJECT_LABEL}=kerasenv"]
+        for key, value in buildargs.items():
+            argv += ["--build-arg", f"{key}={value}"]
+        if no_cache:
+            argv.append("--no-cache")
+        if network:
+            argv += ["--network", network]
+        since = buildkit.now()
+        proc = subprocess.Popen(argv + [str(context)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace", env=cli.env())
+        for raw in proc.stdout:
+            line = raw.rstrip("\n")
+            if not line.strip():
+                continue
+            opened = _BK_STEP_RE.match(line)
+            if opened:
+                steps[opened.group(1)] = f"[{opened.group(2)}] {opened.group(3)}"[:140]
+                if not opened.group(2).startswith("internal"):
+                    progress.step(f"step {steps[opened.group(1)]}")
+                continue
+            output = _BK_OUTPUT_RE.match(line)
+            if output:
+                tail.append(output.group(2))
+                progress.line(output.group(2))
+                continue
+            state = _BK_STATE_RE.match(line)
+            if state:
+                step = steps.get(state.group(1), f"#{state.group(1)}")
+                if state.group(2) == "CACHED":
+                    progress.line(f"CACHED {step}")
+                elif state.group(3) is not None:
+                    failed = failed or (step, state.group(3))
+                continue
+            if line.startswith("#"):
+                continue  # sha256 lines, transfers, exporting layers
+            tail.append(line)
+            if re.match(r"(ERROR|error)\b|failed to solve", line):
+                last_error = line
+        rc = proc.wait()
+    finally:
+        if proc is not None and proc.poll() is None:
+            # Interrupted (Ctrl-C, SIGTERM): the CLI cancels the build when it gets SIGINT; a CLI
+            # that has not ended after that is killed, which ends its session and so the build.
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        progress.stop()
+        image_id = None
+        try:
+            image_id = (workdir / "iid").read_text().strip() or None
+        except OSError:
+            pass
+        shutil.rmtree(workdir, ignore_errors=True)
+    if rc != 0 or image_id is None:
+        said = next((_ANSI_RE.sub("", line).split(UNREACHED, 1)[1] for line in reversed(tail)
+                     if UNREACHED in line), None)
+        said = said and UNREACHED.split(": ", 1)[1] + said
+        if failed:
+            step, why = failed
+            code = _BK_EXIT_RE.search(why)
+            where = f"step {step}"
+            reason = said or (f"exit code {code.group(1)}" if code else why.strip())
+        else:
+            where = "(before the first step)" if not steps else "the end"
+            reason = said or (last_error or "the docker CLI exited with code %d" % rc).strip()
+        raise BuildFailed(f"building {name} failed at {where}: {reason}", details="\n".join(tail))
+    used = buildkit.used_since(buildkit.records(client), since)
+    return image_id, [], used
+
+
 DEFAULT_DOCKER_HOSTS = ("", "unix:///var/run/docker.sock", "unix:///run/docker.sock")
 
 
@@ -412,7 +536,8 @@ def record_stage_images(tag: str, result: BuildResult) -> None:
     path = stage_record_path(tag)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"image_id": result.image_id, "stage_images": list(result.stage_images)}))
+        path.write_text(json.dumps({"image_id": result.image_id, "stage_images": list(result.stage_images),
+                                    "cache_records": list(result.cache_records)}))
     except OSError:
         pass  # a cache note: without it, drop-build-cache says there is nothing it knows to drop
 
@@ -434,19 +559,26 @@ def drop_recorded_build_cache(client, v: Variant, say: Callable[[str], None]) ->
         say(f"{tag}: the build noted in {path} made another image (rebuilt since, or pulled): "
             "no build cache of it to drop")
         return 0
-    removed = drop_build_cache(client, BuildResult(v, current, 0, 0.0, tuple(record.get("stage_images", ()))), say)
+    removed = drop_build_cache(client, BuildResult(v, current, 0, 0.0, tuple(record.get("stage_images", ())),
+                                                   tuple(record.get("cache_records", ()))), say)
     path.unlink(missing_ok=True)
     return removed
 
 
 def drop_build_cache(client, result: BuildResult, say: Callable[[str], None]) -> int:
-    """Remove the builder-stage images of a finished build; how many went.
+    """Remove the build cache a finished build left; how many stage images or cache records went.
 
     A CUDA image's builder stages hold its CUDA wheels and TensorFlow a second time (about the
     image's size again), so a machine that builds every variant once, as CI does, needs about
     half the disk without them. The price: the next build of that variant installs everything
-    again. A stage image that another image still builds on (python-base under the runtime, a
-    stage shared with a variant whose cache is kept) stays: Docker refuses to remove it."""
+    again. Classic builder: a stage image that another image still builds on (python-base under
+    the runtime, a stage shared with a variant whose cache is kept) stays: Docker refuses to
+    remove it. BuildKit: the records this build used, but those another build's note here names
+    (a variant whose cache is kept, a CUDA layer's giver) and the Debian step every variant on
+    a suite starts from (SHARED_STEP_MARK); records backing the image's own layers free nothing
+    until the image goes, and then nothing holds them."""
+    if result.builder == "buildkit" or result.cache_records:
+        return _drop_buildkit_cache(client, result, say)
     from docker.errors import APIError, ImageNotFound
 
     removed = 0
@@ -464,6 +596,35 @@ def drop_build_cache(client, result: BuildResult, say: Callable[[str], None]) ->
                 say(f"could not drop builder-stage image {stage_image}: {exc.explanation or exc}")
     say(f"dropped the build cache of {result.variant.id}: {removed} builder-stage image(s) removed")
     return removed
+
+
+def _notes_folder() -> Path:
+    return stage_record_path("kerasenv:any").parent
+
+
+def _drop_buildkit_cache(client, result: BuildResult, say: Callable[[str], None]) -> int:
+    from ..engine import buildkit
+
+    kept: set[str] = set()
+    for note in sorted(_notes_folder().glob("*.json")):
+        try:
+            record = json.loads(note.read_text())
+        except (OSError, ValueError):
+            continue
+        if record.get("image_id") == result.image_id:
+            note.unlink(missing_ok=True)  # this build's own note: its cache is going
+            continue
+        kept.update(record.get("cache_records") or ())
+    now = buildkit.records(client)
+    here = {r.id: r for r in now}
+    ids = [i for i in result.cache_records
+           if i in here and i not in kept and not here[i].in_use and SHARED_STEP_MARK not in here[i].description]
+    pruned = buildkit.prune(client, buildkit.children_first(now, ids))
+    for error in pruned.errors:
+        say(f"could not drop build cache record {error}")
+    say(f"dropped the build cache of {result.variant.id}: {pruned.removed} BuildKit cache record(s), "
+        f"{pruned.bytes / 1e9:.2f} GB")
+    return pruned.removed
 
 
 class Progress:

@@ -42,6 +42,10 @@ def register(subparsers) -> None:
     s.add_argument("--network", metavar="MODE",
                    help="the build steps' network, as `docker build --network`: host reaches a proxy on this "
                         "machine's loopback; none shows what a build without a route to Debian's archive says")
+    s.add_argument("--builder", choices=("auto", "buildkit", "classic"),
+                   help="auto (default; env KERASENV_BUILDER): BuildKit through the docker CLI where one here can run "
+                        "it (buildx, or a CLI older than 23), else the classic builder through the Engine API; "
+                        "buildkit: fail where it cannot; classic: never BuildKit (Podman always builds classic)")
     s.add_argument("--debian-updates", metavar="STATE",
                    help="the Debian archive state to apply, in the io.kerasenv.debian-updates label's form; each "
                         "variant takes its own suite's entries (env KERASENV_DEBIAN_UPDATES; default: the archive "
@@ -171,7 +175,7 @@ def _cmd_build(args, matrix: Matrix) -> int:
                          f"(those that do: {', '.join(v.id for v in matrix.with_jupyter())})")
     client = docker_client.client()
     options = dict(base_image=args.base_image or os.environ.get("BASE_IMAGE"), ca_cert=ca_cert, no_cache=args.no_cache,
-                   debian_state=args.debian_updates, network=args.network)
+                   debian_state=args.debian_updates, network=args.network, builder=getattr(args, "builder", None))
     if getattr(args, "platform", "linux/amd64") != "linux/amd64":
         if args.jupyter or args.jupyter_only:
             raise UsageError("the arm64 images have no JupyterLab flavour: drop --jupyter")

@@ -473,7 +473,8 @@ def test_a_build_notes_its_stage_images_and_drop_build_cache_removes_them_later(
     build.build(client, real_matrix, v, progress=build.Progress(io.StringIO(), live=False))
     note = tmp_path / "kerasenv" / "build-stages" / "tf2.21-cpu.json"
     assert json.loads(note.read_text()) == {"image_id": "sha256:d136583c0883",
-                                            "stage_images": ["2d20af6c2828", "89eee980990c"]}
+                                            "stage_images": ["2d20af6c2828", "89eee980990c"],
+                                            "cache_records": []}
     client._images["kerasenv:tf2.21-cpu"] = FakeImage("sha256:d136583c0883", ["kerasenv:tf2.21-cpu"])
     said = []
     assert build.drop_recorded_build_cache(client, v, said.append) == 1
