@@ -145,6 +145,22 @@ def choose(engine, wanted: str | None = None) -> BuildkitCli | None:
     return cli
 
 
+def what_builds(engine) -> tuple[str, str, str]:
+    """For the doctor: ("buildkit" | "classic", what builds here and why, the fix or "")."""
+    wanted = os.environ.get(BUILDER_ENV) or "auto"
+    if wanted == "classic":
+        return "classic", f"{BUILDER_ENV}=classic: builds use the classic builder (Engine API)", ""
+    if engine.is_podman:
+        return "classic", "Podman builds through its Docker API (Buildah), not BuildKit", ""
+    cli = find_cli()
+    if cli is not None:
+        return "buildkit", f"builds use {cli.describe()}", ""
+    tried = ", ".join(f"{p} {_cli_version(p) or '(does not run)'}" for p in candidates()) or "no docker CLI on PATH"
+    return ("classic", f"no docker CLI here runs BuildKit (tried: {tried}): builds use the classic builder, "
+                       "about twice as slow for a CUDA image",
+            f"install the buildx plugin (Debian: docker-buildx) or point {CLI_ENV} at a CLI that has it")
+
+
 # --- the build cache a BuildKit build leaves ---------------------------------------------------------
 
 @dataclass(frozen=True)

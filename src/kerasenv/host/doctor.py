@@ -40,6 +40,9 @@ def host_checks(facts: HostFacts, matrix: Matrix | None = None) -> list[Check]:
             checks.append(zstd_check(facts.engine.version if podman else facts.docker_version, podman=podman))
         if facts.engine is not None and facts.engine.image_store:
             checks.append(image_store_check(facts.engine))
+        if facts.builder is not None:
+            _, said, fix = facts.builder
+            checks.append(Check(INFO, "builder", said, fix))
     nv = facts.nvidia
     if not nv.present:
         checks.append(Check(INFO, "nvidia-driver", "no nvidia-smi on this host: no NVIDIA GPU in use",

@@ -43,6 +43,8 @@ class HostFacts:
     # Host shapes (issue 29): the engine behind the Docker API (Docker or Podman, rootless,
     # CDI on or off), WSL2, the NVIDIA CDI devices the host defines. MIG is in `nvidia`.
     engine: Engine | None = None  # None: not asked (Docker unreachable, or a replayed host)
+    # Which builder `kerasenv build` takes here (engine/buildkit.what_builds); None: not asked.
+    builder: tuple[str, str, str] | None = None
     wsl: wsl_mod.Wsl = field(default_factory=wsl_mod.Wsl)
     cdi: cdi_mod.CdiDevices = field(default_factory=cdi_mod.CdiDevices)
     machine: str = field(default_factory=lambda: os.uname().machine)  # uname -m
@@ -120,6 +122,9 @@ def gather(client_factory, nvidia_exe: str | None = None, root: str = "/") -> Ho
         # (the runtime hook's request, or CDI's); Podman before 5.4 is not asked: it says yes
         # and gives no GPU.
         facts.docker_gpus = docker_gpus.ask(client, engine=facts.engine, cdi=facts.cdi)
+        from ..engine import buildkit
+
+        facts.builder = buildkit.what_builds(facts.engine)
     facts.amd = amd_devices.scan(root)
     facts.amd_tools, facts.amd_cdi_specs = amd_devices.toolkit_facts(root)
     try:

@@ -587,3 +587,45 @@ def test_a_buildkit_build_that_used_no_record_drops_nothing(real_matrix, notes):
     assert build.drop_build_cache(client, result, said.append) == 0
     assert client.prune_calls == []
     assert said == ["dropped the build cache of tf2.21-cpu: 0 BuildKit cache record(s), 0.00 GB"]
+
+
+# --- what the doctor says about the builder ------------------------------------------------------
+
+def test_the_doctor_line_names_the_cli_that_builds(tmp_path, monkeypatch, fresh_search):
+    monkeypatch.setenv("KERASENV_BUILDER", "auto")
+    docker28 = fake_docker(tmp_path / "docker-28", CLI_28, buildx=True)
+    monkeypatch.setenv("KERASENV_DOCKER_CLI", str(docker28))
+    kind, said, fix = buildkit.what_builds(recorded_engine("docker-20.10-debian"))
+    assert (kind, fix) == ("buildkit", "")
+    assert said == f"builds use BuildKit (docker buildx build, CLI {CLI_28} at {docker28})"
+
+
+def test_the_doctor_line_says_why_builds_are_classic_and_how_to_get_buildkit(tmp_path, monkeypatch, fresh_search):
+    monkeypatch.setenv("KERASENV_BUILDER", "auto")
+    docker28 = fake_docker(tmp_path / "docker-28", CLI_28, buildx=False)
+    monkeypatch.setenv("KERASENV_DOCKER_CLI", str(docker28))
+    kind, said, fix = buildkit.what_builds(recorded_engine("docker-20.10-debian"))
+    assert kind == "classic"
+    assert said.startswith(f"no docker CLI here runs BuildKit (tried: {docker28} {CLI_28})")
+    assert "docker-buildx" in fix and "KERASENV_DOCKER_CLI" in fix
+
+
+def test_the_doctor_line_for_podman_and_for_classic_runs_no_cli(monkeypatch, no_cli_run):
+    podman = engine_facts.parse({"Components": [{"Name": "Podman Engine", "Version": "5.8.6"}],
+                                 "Version": "5.8.6"}, {})
+    monkeypatch.setenv("KERASENV_BUILDER", "auto")
+    assert buildkit.what_builds(podman)[:2] == ("classic", "Podman builds through its Docker API (Buildah), "
+                                                           "not BuildKit")
+    monkeypatch.setenv("KERASENV_BUILDER", "classic")
+    assert buildkit.what_builds(recorded_engine("docker-20.10-debian"))[0] == "classic"
+
+
+def test_the_doctor_reports_the_builder_line(monkeypatch):
+    from kerasenv.host import doctor
+    from kerasenv.host.facts import HostFacts
+
+    facts = HostFacts(nvidia=doctor.probe_nvidia("/nonexistent/nvidia-smi"),
+                      engine=recorded_engine("docker-20.10-debian"), docker_version="20.10.24",
+                      builder=("classic", "no docker CLI here runs BuildKit (tried: x)", "install buildx"))
+    (line,) = [c for c in doctor.host_checks(facts) if c.name == "builder"]
+    assert (line.message, line.fix) == ("no docker CLI here runs BuildKit (tried: x)", "install buildx")
