@@ -45,6 +45,7 @@ class BuildResult:
     # A BuildKit build's: the build cache records it made or took (engine/buildkit.py).
     cache_records: tuple[str, ...] = ()
     builder: str = "classic"  # or "buildkit"
+    tag: str = ""  # kerasenv:<id>, <id>-jupyter or <id>-arm64 ("": the variant's own)
 
 
 def default_ca_cert(explicit: str | None) -> str | None:
@@ -325,7 +326,7 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
 
     result = BuildResult(v, image.id, unpacked_bytes(image), time.monotonic() - started,
                          tuple(dict.fromkeys(stage_images)), tuple(cache_records),
-                         "buildkit" if cli is not None else "classic")
+                         "buildkit" if cli is not None else "classic", tag)
     record_stage_images(tag, result)
     progress.note(f"built {tag}: {result.size_bytes / 1e9:.2f} GB "
                   f"uncompressed, {result.seconds:.0f} s ({cli.describe() if cli else 'classic builder'})")
@@ -560,7 +561,7 @@ def drop_recorded_build_cache(client, v: Variant, say: Callable[[str], None]) ->
             "no build cache of it to drop")
         return 0
     removed = drop_build_cache(client, BuildResult(v, current, 0, 0.0, tuple(record.get("stage_images", ())),
-                                                   tuple(record.get("cache_records", ()))), say)
+                                                   tuple(record.get("cache_records", ())), tag=tag), say)
     path.unlink(missing_ok=True)
     return removed
 
@@ -622,7 +623,8 @@ def _drop_buildkit_cache(client, result: BuildResult, say: Callable[[str], None]
     pruned = buildkit.prune(client, buildkit.children_first(now, ids))
     for error in pruned.errors:
         say(f"could not drop build cache record {error}")
-    say(f"dropped the build cache of {result.variant.id}: {pruned.removed} BuildKit cache record(s), "
+    name = result.tag.split(":", 1)[1] if ":" in result.tag else result.variant.id
+    say(f"dropped the build cache of {name}: {pruned.removed} BuildKit cache record(s), "
         f"{pruned.bytes / 1e9:.2f} GB")
     return pruned.removed
 

@@ -629,3 +629,12 @@ def test_the_doctor_reports_the_builder_line(monkeypatch):
                       builder=("classic", "no docker CLI here runs BuildKit (tried: x)", "install buildx"))
     (line,) = [c for c in doctor.host_checks(facts) if c.name == "builder"]
     assert (line.message, line.fix) == ("no docker CLI here runs BuildKit (tried: x)", "install buildx")
+
+
+def test_a_flavours_drop_is_named_by_its_tag(real_matrix, notes):
+    client = FakeEngineClient(cache=[record("a")], pruned={"a": {"CachesDeleted": ["a"], "SpaceReclaimed": 0}})
+    said = []
+    result = build.BuildResult(real_matrix.get("tf2.21-cpu"), "sha256:lab", 0, 0.0, (), ("a",), "buildkit",
+                               "kerasenv:tf2.21-cpu-jupyter")
+    build.drop_build_cache(client, result, said.append)
+    assert said == ["dropped the build cache of tf2.21-cpu-jupyter: 1 BuildKit cache record(s), 0.00 GB"]
