@@ -173,6 +173,7 @@ class CacheRecord:
     last_used: datetime | None
     parent: str | None = None
     kind: str = ""
+    created: datetime | None = None
 
 
 def _when(text: str | None) -> datetime | None:
@@ -198,7 +199,7 @@ def parse_records(df: dict) -> list[CacheRecord]:
     rows = df.get("BuildCache") or []
     return [CacheRecord(id=str(r.get("ID")), description=str(r.get("Description") or ""),
                         size=int(r.get("Size") or 0), in_use=bool(r.get("InUse")), shared=bool(r.get("Shared")),
-                        last_used=_when(r.get("LastUsedAt")), parent=_parent(r),
+                        last_used=_when(r.get("LastUsedAt")), parent=_parent(r), created=_when(r.get("CreatedAt")),
                         kind=str(r.get("Type") or ""))
             for r in rows if r.get("ID")]
 
@@ -212,10 +213,28 @@ def now() -> datetime:
 
 
 def used_since(all_records: list[CacheRecord], since: datetime) -> list[str]:
-    """The records a build that started at `since` made or took from the cache: BuildKit stamps
-    each record it hands out (LastUsedAt) when the build ends. Another build in the same minutes
-    stamps its own too: images/build.py's drop keeps the records another build's note names."""
-    return [r.id for r in all_records if r.last_used is not None and r.last_used >= since]
+    """The records a build that started at `since` made or took from the cache: made since then
+    (CreatedAt), or handed out since then (LastUsedAt, stamped when a build releases a record).
+    Another build in the same minutes has its own among them: images/build.py's drop keeps the
+    records another build's note names."""
+    return [r.id for r in all_records
+            if any(t is not None and t >= since for t in (r.last_used, r.created))]
+
+
+def released(client, since: datetime, timeout: float = 30.0, poll: float = 0.5) -> list[CacheRecord]:
+    """The build cache once the records of a build that started at `since` are no longer in use.
+    The CLI ends when the image is exported, and the daemon releases the build's records a moment
+    later: read at once, the final stage's records were still in use and a drop skipped them, so
+    they outlived their image (36 GB of the first cold CI run with BuildKit, 2026-12-06)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        now_records = records(client)
+        busy = [r for r in now_records if r.in_use and r.created is not None and r.created >= since]
+        if not busy or time.monotonic() >= deadline:
+            return now_records
+        time.sleep(poll)
 
 
 @dataclass
@@ -241,13 +260,16 @@ def children_first(all_records: list[CacheRecord], ids: list[str]) -> list[str]:
 
 def prune(client, ids: list[str]) -> PruneResult:
     """Remove these build cache records (POST /build/prune with an id filter, one record a call:
-    Docker 20.10 answers a filter of several ids with "filters expect only one value"). Pass
-    them children first (children_first); one in use, or with a child left, stays."""
+    Docker 20.10 answers a filter of several ids with "filters expect only one value"). `all`:
+    without it the daemon prunes only records that no image shares, and a record under an image's
+    layer then outlives the image (`docker rmi` frees nothing while it is there). Pass them children
+    first (children_first); one in use, or with a child left, stays."""
     result = PruneResult()
     for record_id in ids:
         try:
             answer = client.api._result(client.api._post(
-                client.api._url("/build/prune"), params={"filters": json.dumps({"id": [record_id]})}), True)
+                client.api._url("/build/prune"), params={"all": "1", "filters": json.dumps({"id": [record_id]})}),
+                True)
         except Exception as exc:  # noqa: BLE001 -- a cache record that could not go costs disk, not the build
             result.errors.append(f"{record_id}: {getattr(exc, 'explanation', None) or exc}")
             continue

@@ -483,7 +483,8 @@ def test_records_are_read_with_nanosecond_times_and_a_zero_time_is_none():
     assert child == buildkit.CacheRecord(id="child", description="mount / from exec /bin/sh -c true", size=1234,
                                          in_use=True, shared=False,
                                          last_used=datetime(2026, 12, 6, 10, 2, 26, 951182, tzinfo=timezone.utc),
-                                         parent="parent", kind="regular")
+                                         parent="parent", kind="regular",
+                                         created=datetime(2026, 12, 6, 9, 40, 12, 112233, tzinfo=timezone.utc))
     assert parent.last_used is None and parent.parent is None and parent.description == DEBIAN_STEP
     assert never.last_used is None
     assert offset.last_used == datetime(2026, 12, 6, 10, 2, 26, tzinfo=timezone.utc)
@@ -496,6 +497,33 @@ def test_used_since_lists_the_records_stamped_at_or_after_the_start():
         record("after", "2026-12-06T10:02:00.000001Z"), record("zero", "0001-01-01T00:00:00Z"),
         record("null", None)]})
     assert buildkit.used_since(records, SINCE) == ["at", "after"]
+
+
+def test_a_record_made_since_the_start_is_the_builds_even_before_it_is_released():
+    made = record("made", None)
+    made["CreatedAt"] = "2026-12-06T10:02:30Z"
+    assert buildkit.used_since(buildkit.parse_records({"BuildCache": [made, record("old", None)]}), SINCE) == ["made"]
+
+
+def test_the_records_are_read_once_the_build_has_released_them():
+    """The CLI ends at the export; the daemon releases the final stage's records a moment later
+    (read at once, the first cold CI run with BuildKit kept 36 GB of them past their images)."""
+    answers = []
+    for busy in (True, True, False):
+        row = record("made", "2026-12-06T10:02:31Z", in_use=busy)
+        row["CreatedAt"] = "2026-12-06T10:02:30Z"
+        answers.append({"BuildCache": [row, record("other-build", in_use=True)]})
+
+    class Daemon:
+        def __init__(self):
+            self.api = self
+
+        def df(self):
+            return answers.pop(0) if len(answers) > 1 else answers[0]
+
+    (made, other) = buildkit.released(Daemon(), SINCE, timeout=5, poll=0.01)
+    assert not made.in_use and other.in_use  # another build's record in use is not waited for
+    assert len(answers) == 1
 
 
 def test_children_come_before_their_parents():
@@ -531,6 +559,8 @@ def test_prune_posts_once_per_record_sums_what_went_and_says_what_did_not():
     assert [url for url, _ in client.prune_calls] == ["http+docker://localhost/v1.41/build/prune"] * 5
     assert [json.loads(kwargs["params"]["filters"]) for _, kwargs in client.prune_calls] == \
         [{"id": [i]} for i in "abcde"]
+    # all: else a record under an image's layer (Shared) is left, and outlives the image
+    assert {kwargs["params"]["all"] for _, kwargs in client.prune_calls} == {"1"}
     assert buildkit.prune(client, []) == buildkit.PruneResult()
 
 
