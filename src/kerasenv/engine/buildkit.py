@@ -221,18 +221,19 @@ def used_since(all_records: list[CacheRecord], since: datetime) -> list[str]:
             if any(t is not None and t >= since for t in (r.last_used, r.created))]
 
 
-def released(client, since: datetime, timeout: float = 30.0, poll: float = 0.5) -> list[CacheRecord]:
-    """The build cache once the records of a build that started at `since` are no longer in use.
-    The CLI ends when the image is exported, and the daemon releases the build's records a moment
-    later: read at once, the final stage's records were still in use and a drop skipped them, so
-    they outlived their image (36 GB of the first cold CI run with BuildKit, 2026-12-06)."""
+def released(client, ids: set[str], timeout: float = 5.0, poll: float = 0.5) -> list[CacheRecord]:
+    """The build cache once none of these records is in use, or after `timeout`. The CLI ends
+    when the image is exported, and the daemon releases the build's records a moment later: a
+    drop that read them at once found the final stage's still in use and skipped them, so they
+    outlived their images (36 GB of the first cold CI run with BuildKit, 2026-12-06). Short: a
+    build beside this one holds records of its own among `ids` until it ends (waiting 30 s for
+    those cost each build of the next run up to 30 s)."""
     import time
 
     deadline = time.monotonic() + timeout
     while True:
         now_records = records(client)
-        busy = [r for r in now_records if r.in_use and r.created is not None and r.created >= since]
-        if not busy or time.monotonic() >= deadline:
+        if not any(r.in_use for r in now_records if r.id in ids) or time.monotonic() >= deadline:
             return now_records
         time.sleep(poll)
 

@@ -509,7 +509,7 @@ def _buildkit_build(client, cli, folder: Path, v: Variant, dockerfile: str, ca_p
             where = "(before the first step)" if not steps else "the end"
             reason = said or (last_error or "the docker CLI exited with code %d" % rc).strip()
         raise BuildFailed(f"building {name} failed at {where}: {reason}", details="\n".join(tail))
-    used = buildkit.used_since(buildkit.released(client, since), since)
+    used = buildkit.used_since(buildkit.records(client), since)  # made since: listed before their release
     return image_id, [], used
 
 
@@ -616,12 +616,7 @@ def _drop_buildkit_cache(client, result: BuildResult, say: Callable[[str], None]
             note.unlink(missing_ok=True)  # this build's own note: its cache is going
             continue
         kept.update(record.get("cache_records") or ())
-    now = buildkit.records(client)
-    if any(r.in_use for r in now if r.id in set(result.cache_records)):
-        import time
-
-        time.sleep(2)  # a record the build has not released yet (buildkit.released): once more
-        now = buildkit.records(client)
+    now = buildkit.released(client, set(result.cache_records) - kept)
     here = {r.id: r for r in now}
     ids = [i for i in result.cache_records
            if i in here and i not in kept and not here[i].in_use and SHARED_STEP_MARK not in here[i].description]
