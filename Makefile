@@ -297,7 +297,8 @@ last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(s
 # each build (nothing rebuilds them), and with DROP_TESTED_IMAGES the image once checked.
 # They start once every amd64 step is done. Beside the integration tests (tried in the runs of
 # 2c273da, 2026-12-06) they saved no time on 2 cores (the integration step went from 1010 to 1610
-# s, the JAX arm64 build from 404 to 789 s) and their build containers broke the integration
+# s, the JAX arm64 build from 404 to 789 s) and their build containers (the classic builder's; BuildKit
+# makes none) broke the integration
 # tests that count containers (test_build_failures: a step container of the arm64 build appeared
 # beside its failed build; a container gone between list and inspect). Beside the amd64 lanes (the
 # first try) they took 1.3-1.9x off every amd64 step and put an arm64 build (twice its 8 GB at once)
