@@ -338,6 +338,14 @@ UNREACHED = "debian-updates.sh: Debian's archive could not be reached"  # the sa
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
+def _unreached(tail) -> str | None:
+    """debian-updates.sh's own words when the build's last lines say the archive was not reached
+    (the classic builder wraps a step's stderr in ANSI colour codes), else None."""
+    said = next((_ANSI_RE.sub("", line).split(UNREACHED, 1)[1] for line in reversed(tail) if UNREACHED in line),
+                None)
+    return said and UNREACHED.split(": ", 1)[1] + said
+
+
 def _archive_moved_state(exc: BuildFailed, v: Variant, buildargs: dict, explicit: str | None) -> str | None:
     """The archive's state now, when `exc` is debian-updates.sh refusing a state that came from
     the run (not --debian-updates) and the archive has moved on since; else None."""
@@ -376,10 +384,7 @@ def _stream_build(client, folder: Path, v: Variant, dockerfile: str, ca_pem: byt
                 detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
                 # A step that says why in a line of its own (debian-updates.sh: the archive not
                 # reached) is named by that line, not by the exit code it ended with.
-                # (The classic builder wraps a step's stderr in ANSI colour codes.)
-                said = next((_ANSI_RE.sub("", line).split(UNREACHED, 1)[1] for line in reversed(tail)
-                             if UNREACHED in line), None)
-                said = said and UNREACHED.split(": ", 1)[1] + said
+                said = _unreached(tail)
                 raise BuildFailed(
                     f"building {name} failed at {step}: {said or detail.strip().splitlines()[-1]}",
                     details="\n".join(tail))
@@ -497,9 +502,7 @@ def _buildkit_build(client, cli, folder: Path, v: Variant, dockerfile: str, ca_p
             pass
         shutil.rmtree(workdir, ignore_errors=True)
     if rc != 0 or image_id is None:
-        said = next((_ANSI_RE.sub("", line).split(UNREACHED, 1)[1] for line in reversed(tail)
-                     if UNREACHED in line), None)
-        said = said and UNREACHED.split(": ", 1)[1] + said
+        said = _unreached(tail)
         if failed:
             step, why = failed
             code = _BK_EXIT_RE.search(why)
