@@ -163,7 +163,7 @@ multiworker: venv ## train across WORKERS= containers in VARIANT= (TF: MultiWork
 sif: venv ## an Apptainer SIF of VARIANT= for clusters without Docker (SIF= the file, default ./kerasenv-VARIANT.sif; docs/using/hpc-apptainer.md)
 	$(KERASENV) sif $(or $(VARIANT),tf2.21-cpu) $(if $(SIF),--output $(SIF))
 
-bench-multiworker: venv ## measure training across containers against one: TF 2 workers, JAX 1/2/4 processes (BENCH_ARGS=--rounds N)
+bench-multiworker: venv ## measure training across containers against one: TF 2 workers, JAX 1/2/4 processes (BENCH_ARGS="--rounds N", --quick: a run, not a measure)
 	$(VENV)/bin/python scripts/bench_multiworker.py --variant $(CPU_VARIANT) $(BENCH_ARGS)
 	$(VENV)/bin/python scripts/bench_multiworker.py --variant $(JAX_CPU_VARIANT) $(BENCH_ARGS)
 
@@ -190,6 +190,9 @@ test-prereqs: ## install/start what `make test` needs (apt packages, devcontaine
 test: export KERASENV_CA_CERT := $(or $(KERASENV_CA_CERT),$(PIP_CERT),$(REQUESTS_CA_BUNDLE),$(SSL_CERT_FILE),$(wildcard /etc/ssl/certs/ca-certificates.crt))
 # test-prereqs makes the venv too (after python3-venv, which it may have to install first).
 test: export DROP_TESTED_IMAGES ?= 1
+# The arm64 bases: test-prereqs only pulls them, and what no registry gives (debootstrap under qemu)
+# is made by a lane step beside the first builds (scripts/arm64-bases.sh says why).
+test: export KERASENV_ARM64_BASES ?= lane
 test: test-prereqs ## everything: prerequisites, drift check, lint, build every Debian-based variant, unit + integration tests, acceptance suite on each
 	$(KERASENV) generate --check
 	$(MAKE) --no-print-directory lint
@@ -292,9 +295,11 @@ last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(s
 # machine, pip check, what the backend loads and ptxas, the kernel-target record, a small smoke
 # training as an arbitrary UID on a read-only root); the full acceptance suite on arm64 runs on
 # demand (`make test-acceptance VARIANT=... PLATFORM=linux/arm64`) and on native arm64 runners in the
-# GitHub workflow. Two chains: the builds one after the other, and the checks of each built image
-# (the next build beside the last image's checks: one core each). Their builder stages go with
-# each build (nothing rebuilds them), and with DROP_TESTED_IMAGES the image once checked.
+# GitHub workflow. One chain per arm64 image, side by side: its build, then its checks. Both
+# builds at once and then both checks (1 of 2 cores each; with the builds one after the other and
+# each image's checks after the last one's, a core sat idle for most of the 943 s the arm64 tail
+# took in the cold run of 71a99d2: one build alone, then one image's checks alone). Their builder
+# stages go with each build (nothing rebuilds them), and with DROP_TESTED_IMAGES the image once checked.
 # They start once every amd64 step is done. Beside the integration tests (tried in the runs of
 # 2c273da, 2026-12-06) they saved no time on 2 cores (the integration step went from 1010 to 1610
 # s, the JAX arm64 build from 404 to 789 s) and their build containers (the classic builder's; BuildKit
@@ -306,17 +311,23 @@ last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(s
 # build also waits for room under KERASENV_DISK_CEILING where `.ci/run` sets it (the disk at the
 # start plus the budget; `kerasenv build --wait-for-disk`).
 ARM64_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^\[variant\.arm64\]/{print id}' images/matrix.toml)
+# The arm64 bases where test-prereqs left them to the lanes (KERASENV_ARM64_BASES=lane): made from
+# the start, beside the first builds; the arm64 builds and the integration tests (which run the
+# arm64 base) wait for it. Nothing to do where they are here.
+arm64_bases_step := test-arm64-bases-lane-step
+$(arm64_bases_step): venv
+	$(if $(ARM64_VARIANTS),$(call timed,arm64 bases) bash scripts/arm64-bases.sh --offline-only $(call record_failure,arm64 bases (scripts/arm64-bases.sh --offline-only)))
 ARM64_AFTER := $(last_accepts) $(integration_step) $(integration_test_lane_step)
 define arm64_steps
-# $(1): the variant, $(2): the arm64 variant before it (empty for the first)
-test-arm64-build-$(1): $(if $(2),test-arm64-build-$(2),$(ARM64_AFTER)) venv
+# $(1): the variant
+test-arm64-build-$(1): $(ARM64_AFTER) $(arm64_bases_step) venv
 	$$(call timed,build $(1)-arm64) $$(KERASENV) build $(1) --platform linux/arm64 $$(build_flags) --wait-for-disk $$(DISK_WAIT_S) --drop-build-cache $$(call record_failure,build $(1)-arm64)
-test-arm64-$(1): test-arm64-build-$(1) $(if $(2),test-arm64-$(2))
+test-arm64-$(1): test-arm64-build-$(1)
 	$$(call timed,acceptance $(1)-arm64 (arm64_ci checks)) $$(VENV)/bin/pytest smoke_tests --image kerasenv:$(1)-arm64 -m arm64_ci $$(PYTEST_ARGS) $$(call record_failure,arm64 checks $(1))
 	$$(if $$(dropping),docker rmi kerasenv:$(1)-arm64 >/dev/null $$(call record_failure,drop the arm64 image of $(1)))
 endef
-$(foreach i,$(shell seq $(words $(ARM64_VARIANTS))),$(eval $(call arm64_steps,$(word $(i),$(ARM64_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(ARM64_VARIANTS))))))
-arm64_last := $(if $(ARM64_VARIANTS),test-arm64-$(lastword $(ARM64_VARIANTS)))
+$(foreach v,$(ARM64_VARIANTS),$(eval $(call arm64_steps,$(v))))
+arm64_steps_all := $(addprefix test-arm64-,$(ARM64_VARIANTS))
 
 
 # The floor lane (issue 43), where test-prereqs started the floor daemon (KERASENV_MAIN_ENGINE=docker28):
@@ -326,7 +337,7 @@ floor_step := $(if $(wildcard $(FLOOR_SOCKET)),$(floor_lane_step))
 $(floor_lane_step): $(last_accepts)
 	$(call timed,floor lane (Docker 20.10)) $(MAKE) --no-print-directory test-floor $(call record_failure,floor lane (Docker 20.10 on $(FLOOR_SOCKET)))
 
-test-lanes: $(last_accepts) $(integration_step) $(integration_test_lane_step) $(floor_step) $(arm64_last) ## what `make test` runs after lint (use `make -j4 test-lanes`): builds, the tests of each built image, then the arm64 images
+test-lanes: $(arm64_bases_step) $(last_accepts) $(integration_step) $(integration_test_lane_step) $(floor_step) $(arm64_steps_all) ## what `make test` runs after lint (use `make -j4 test-lanes`): builds, the tests of each built image, then the arm64 images
 
 # The integration tests close the build lane: once every image is built they run beside the
 # acceptance runs still going (they need IMAGES_FOR_INTEGRATION, and
@@ -339,9 +350,9 @@ CI_SIF := /var/tmp/kerasenv-ci-sif/kerasenv-jax.sif
 sif_step := test-sif-lane-step
 $(sif_step): test-build-$(FIRST_BUILT) venv
 	rm -f $(CI_SIF) && install -d -m 755 $(dir $(CI_SIF)) && $(call timed,sif $(FIRST_BUILT)) $(KERASENV) sif $(FIRST_BUILT) --output $(CI_SIF) --compression zstd $(call record_failure,sif $(FIRST_BUILT))
-$(integration_step): test-build-$(lastword $(LANE_VARIANTS)) $(addprefix test-accept-,$(LANE_IMAGE_VARIANTS))
+$(integration_step): test-build-$(lastword $(LANE_VARIANTS)) $(addprefix test-accept-,$(LANE_IMAGE_VARIANTS)) $(arm64_bases_step)
 	$(call timed,integration tests) $(VENV)/bin/pytest tests -m 'docker and not lane_image' $(addprefix --ignore=,$(INTEGRATION_IN_TEST_LANE)) $(PYTEST_ARGS) $(call record_failure,integration tests (pytest tests -m docker))
-$(integration_test_lane_step): $(last_accepts) $(sif_step)
+$(integration_test_lane_step): $(last_accepts) $(sif_step) $(arm64_bases_step)
 	$(call timed,integration tests (test lane)) env KERASENV_APPTAINER_TEST_SIF=$(CI_SIF) $(VENV)/bin/pytest $(INTEGRATION_IN_TEST_LANE) -m 'docker and not lane_image' $(PYTEST_ARGS) $(call record_failure,integration tests (test lane: $(notdir $(INTEGRATION_IN_TEST_LANE))))
 
 # The tests that need no Docker open the test lane: they fill the time the first build takes.

@@ -11,7 +11,10 @@ cores). What the gloo all-reduce itself costs per step is measured apart: the pr
 benchmarks/probes/jax_allreduce.py, run as a user's own script across the same processes, sums
 one vector of the smoke model's parameter count over them, as DataParallel does each step.
 
-Usage: .venv/bin/python scripts/bench_multiworker.py [--variant tf2.21-cpu] [--rounds 2]
+Usage: .venv/bin/python scripts/bench_multiworker.py [--variant tf2.21-cpu] [--rounds 2] [--quick]
+--quick trains each configuration for 2 epochs of 1536 samples (the smallest run whose smoke
+verdict still passes with a margin, smoke_tests/test_user_workloads.py's SMALL_SMOKE): it shows the
+benchmark runs end to end (the integration test's use), and its figures are not a measurement.
 Writes benchmarks/results/multiworker-<variant>.json and prints Markdown rows.
 """
 
@@ -38,6 +41,7 @@ def kerasenv(*args: str) -> None:
 
 JAX_FLAGS = ["--epochs", "3", "--samples", "4096", "--batch-size", "64"]
 JAX_PROCESSES = (1, 2, 4)
+QUICK_FLAGS = ["--epochs", "2", "--samples", "1536", "--batch-size", "64"]
 
 
 def step_seconds(training: dict) -> float:
@@ -62,7 +66,7 @@ def allreduce_probe(variant: str, processes: int, tmp: str) -> dict:
     return json.loads(lines[-1])
 
 
-def bench_jax(variant: str, rounds: int) -> int:
+def bench_jax(variant: str, rounds: int, flags: list[str]) -> int:
     runs: dict[int, list[dict]] = {n: [] for n in JAX_PROCESSES}
     probes: dict[int, list[dict]] = {n: [] for n in JAX_PROCESSES if n > 1}
     with tempfile.TemporaryDirectory(prefix="kerasenv-bench-mw-") as tmp:
@@ -70,16 +74,16 @@ def bench_jax(variant: str, rounds: int) -> int:
             for n in JAX_PROCESSES:
                 run_id = f"p{n}-{i}"
                 if n == 1:
-                    kerasenv("smoke", variant, "--runs-dir", tmp, "--run-id", run_id, "--", *JAX_FLAGS)
+                    kerasenv("smoke", variant, "--runs-dir", tmp, "--run-id", run_id, "--", *flags)
                 else:
                     kerasenv("multiworker", variant, "--workers", str(n), "--cpu-devices", "1", "--runs-dir", tmp,
-                             "--run-id", run_id, "--", *JAX_FLAGS)
+                             "--run-id", run_id, "--", *flags)
                     probes[n].append(allreduce_probe(variant, n, tmp))
                 runs[n].append(json.loads(Path(tmp, run_id, "report.json").read_text())["training"])
     sps = {n: statistics.median(t["samples_per_second"] for t in runs[n]) for n in JAX_PROCESSES}
     step = {n: statistics.median(step_seconds(t) for t in runs[n]) for n in JAX_PROCESSES}
     allreduce_ms = {n: statistics.median(p["allreduce_ms"] for p in probes[n]) for n in probes}
-    out = {"variant": variant, "flags": JAX_FLAGS, "rounds": rounds, "cpus": os.cpu_count(),
+    out = {"variant": variant, "flags": flags, "quick": flags == QUICK_FLAGS, "rounds": rounds, "cpus": os.cpu_count(),
            "samples_per_second": sps, "step_seconds": step,
            "ratio_to_one_process": {n: sps[n] / sps[1] for n in JAX_PROCESSES},
            "extra_seconds_per_step": {n: step[n] - step[1] for n in JAX_PROCESSES},
@@ -99,20 +103,23 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variant", default="tf2.21-cpu")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--quick", action="store_true",
+                   help="2 epochs of 1536 samples per configuration: shows the benchmark runs, measures nothing")
     args = p.parse_args()
     if args.variant.startswith("jax"):
-        return bench_jax(args.variant, args.rounds)
+        return bench_jax(args.variant, args.rounds, QUICK_FLAGS if args.quick else JAX_FLAGS)
+    flags = QUICK_FLAGS if args.quick else FLAGS
     single, multi = [], []
     with tempfile.TemporaryDirectory(prefix="kerasenv-bench-mw-") as tmp:
         for i in range(args.rounds):
-            kerasenv("smoke", args.variant, "--runs-dir", tmp, "--run-id", f"single{i}", "--", *FLAGS)
+            kerasenv("smoke", args.variant, "--runs-dir", tmp, "--run-id", f"single{i}", "--", *flags)
             single.append(json.loads(Path(tmp, f"single{i}", "report.json").read_text())["training"])
             kerasenv("multiworker", args.variant, "--workers", "2", "--runs-dir", tmp, "--run-id", f"multi{i}",
-                     "--", *FLAGS)
+                     "--", *flags)
             multi.append(json.loads(Path(tmp, f"multi{i}", "report.json").read_text())["training"])
     s = statistics.median(t["samples_per_second"] for t in single)
     m = statistics.median(t["samples_per_second"] for t in multi)
-    out = {"variant": args.variant, "flags": FLAGS, "rounds": args.rounds, "single_samples_per_second": s,
+    out = {"variant": args.variant, "flags": flags, "quick": args.quick, "rounds": args.rounds, "single_samples_per_second": s,
            "two_workers_samples_per_second": m, "ratio": m / s, "single": single, "multi": multi}
     path = REPO / "benchmarks" / "results" / f"multiworker-{args.variant}.json"
     path.write_text(json.dumps(out, indent=2) + "\n")

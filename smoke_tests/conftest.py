@@ -217,8 +217,16 @@ class TrackedContainer:
         self.container = start(docker, ref, ["sleep", "infinity"], init=True, network_mode="none")
 
     def exec(self, cmd, *, user: str = "", env: dict | None = None) -> tuple[int, str]:
-        code, out = self.container.exec_run(cmd, user=user, environment=env, demux=False)
-        return code, out.decode(errors="replace")
+        """Exit code and output: what the command wrote to stderr, then what it wrote to stdout.
+        Not the two streams as they interleaved: the daemon frames each in chunks of up to
+        4096 bytes, so a long stdout line (a probe's JSON) could be cut by a stderr warning in
+        its middle (TensorFlow's dlopen warnings did: JSONDecodeError at char 4096, CI of
+        stop 48). Stdout last keeps the convention that a probe's JSON is the last line."""
+        code, (out, err) = self.container.exec_run(cmd, user=user, environment=env, demux=True)
+        err_text = (err or b"").decode(errors="replace")
+        if err_text and not err_text.endswith("\n"):
+            err_text += "\n"
+        return code, err_text + (out or b"").decode(errors="replace")
 
     def probe_json(self, probe, *, user: str = "") -> dict:
         """Run one of the image's own probes (a kerasenv_image.probes module, `python -m`);

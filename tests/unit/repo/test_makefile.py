@@ -331,3 +331,47 @@ def test_make_help_lists_the_buildable_ids_and_the_retired_ones_apart(real_matri
     retired = next(line for line in out.splitlines() if line.startswith("Retired "))
     assert real_matrix.retired and all(f"{r.id} (now {r.replaced_by})" in retired for r in real_matrix.retired)
     assert not {r.id for r in real_matrix.retired} & set(variants.split())
+
+
+def _prerequisites() -> dict[str, list[str]]:
+    """Each target of `make test-lanes` and its prerequisites, from make's own database."""
+    db = subprocess.run(["make", "--no-print-directory", "-p", "-n", "test-lanes"], cwd=REPO, capture_output=True,
+                        text=True, check=True).stdout
+    return {m.group(1): m.group(2).split() for m in re.finditer(r"^(test-[\w.-]+):(?!=)(.*)$", db, re.M)}
+
+
+def test_each_arm64_image_is_a_chain_of_its_own_after_every_amd64_step(real_matrix):
+    """The arm64 builds run side by side once the amd64 steps are done, each image's checks
+    right after its own build: not one build after the other, not one image's checks after
+    another's (a core sat idle for most of the arm64 tail that way)."""
+    deps = _prerequisites()
+    arm64 = [v.id for v in real_matrix.variants if v.arm64]
+    assert arm64, "no arm64 image in the matrix"
+    for v in arm64:
+        build = deps[f"test-arm64-build-{v}"]
+        assert "test-integration-lane-step" in build and "test-integration-test-lane-step" in build, build
+        assert "test-arm64-bases-lane-step" in build, build
+        assert not [d for d in build if d.startswith("test-arm64-build-")], build
+        assert deps[f"test-arm64-{v}"] == [f"test-arm64-build-{v}"], deps[f"test-arm64-{v}"]
+        assert f"test-arm64-{v}" in deps["test-lanes"]
+
+
+def test_the_arm64_bases_are_a_lane_step_that_everything_running_them_waits_for():
+    """`make test` leaves the arm64 bases' debootstrap to a lane step (test-prereqs only pulls
+    them there), which the integration tests and the arm64 builds wait for."""
+    deps = _prerequisites()
+    assert deps["test-lanes"][0] == "test-arm64-bases-lane-step", deps["test-lanes"]
+    for step in ("test-integration-lane-step", "test-integration-test-lane-step"):
+        assert "test-arm64-bases-lane-step" in deps[step], (step, deps[step])
+    lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-arm64-bases-lane-step"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout
+    assert "bash scripts/arm64-bases.sh --offline-only" in lanes, lanes
+    assert re.search(r"^test: export KERASENV_ARM64_BASES \?= lane$", MAKEFILE, re.M)
+    prereqs = (REPO / "scripts" / "test-prereqs.sh").read_text()
+    assert 'if [ "${KERASENV_ARM64_BASES:-}" = lane ]; then\n    bash scripts/arm64-bases.sh --pull-only &' in prereqs
+
+
+def test_arm64_bases_refuses_an_unknown_mode_in_one_line():
+    proc = subprocess.run(["bash", "scripts/arm64-bases.sh", "--later"], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == ["arm64-bases: --later: say --pull-only, --offline-only or nothing"]
