@@ -295,11 +295,11 @@ last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(s
 # machine, pip check, what the backend loads and ptxas, the kernel-target record, a small smoke
 # training as an arbitrary UID on a read-only root); the full acceptance suite on arm64 runs on
 # demand (`make test-acceptance VARIANT=... PLATFORM=linux/arm64`) and on native arm64 runners in the
-# GitHub workflow. One chain per arm64 image, side by side: its build, then its checks. Both
-# builds at once and then both checks (1 of 2 cores each; with the builds one after the other and
-# each image's checks after the last one's, a core sat idle for most of the 943 s the arm64 tail
-# took in the cold run of 71a99d2: one build alone, then one image's checks alone). Their builder
-# stages go with each build (nothing rebuilds them), and with DROP_TESTED_IMAGES the image once checked.
+# GitHub workflow. One chain per arm64 image, side by side: its build, then its checks (the
+# builds one after the other, each image's checks after the last one's, left one build and then
+# one image's checks alone: the arm64 tail took 943 s in the cold run of 71a99d2, 847 s side by
+# side in that of 312070d, where each step ran slower beside the other). Their builder stages go
+# with each build (nothing rebuilds them), and with DROP_TESTED_IMAGES the image once checked.
 # They start once every amd64 step is done. Beside the integration tests (tried in the runs of
 # 2c273da, 2026-12-06) they saved no time on 2 cores (the integration step went from 1010 to 1610
 # s, the JAX arm64 build from 404 to 789 s) and their build containers (the classic builder's; BuildKit

@@ -6,9 +6,11 @@
 # scripts/test-prereqs.sh runs it beside the amd64 bases. Where `make test` and .ci/run say
 # KERASENV_ARM64_BASES=lane, the prerequisites only pull (--pull-only: seconds) and a lane step
 # of `make test` makes what no registry gave (--offline-only) beside the first builds: nothing
-# needs an arm64 base before the arm64 builds and the integration tests, and made in the
-# prerequisites the debootstrap under qemu held every lane back a minute of each cold run (the
-# amd64 bases were ready at +79 s, the arm64 one at +138 s). Never a pull beside the builds: a
+# needs an arm64 base before the arm64 builds and the integration tests, and in the prerequisites
+# the lanes waited for it (the amd64 bases were ready at +79 s, the arm64 one at +138 s). On 2
+# busy cores that moved time rather than saved it (the cold run of 312070d: prerequisites 98 s
+# against 167 s, the first build beside the debootstrap 157 s against 92 s; its first build
+# still ended at +261 s against +263 s). Never a pull beside the builds: a
 # pull for linux/arm64 moves the amd64 base's own tag (debian:trixie-slim) until the amd64 image
 # is pulled back, and an amd64 build starting then would build on the arm64 base.
 #

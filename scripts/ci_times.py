@@ -56,6 +56,8 @@ def section(kind: str, data: dict, args) -> str:
            f"{when}, commit `{commit or 'unknown'}`, {args.cpus} cores: **total {args.total} s "
            f"({args.total / 60:.1f} min)**, peak extra disk **{args.peak_extra_gb} GB**, "
            f"`make test` exit {args.status}; `make test-prereqs` took {args.prereqs} s.", ""]
+    if args.cpu_idle:
+        out += [f"The CPU's idle share by 5-minute window (seconds since the start): {args.cpu_idle}.", ""]
     if data["steps"]:
         out += ["The steps of `make test`'s lanes (seconds from the start of `.ci/run`):", "",
                 "| step | seconds | from | to | exit | tests |", "| --- | ---: | ---: | ---: | ---: | --- |"]
@@ -84,6 +86,7 @@ def main() -> int:
     parser.add_argument("--status", type=int, required=True)
     parser.add_argument("--cold", action="store_true", help="no kerasenv image was in Docker at the start")
     parser.add_argument("--cpus", type=int, default=len(__import__("os").sched_getaffinity(0)))
+    parser.add_argument("--cpu-idle", default="", help="the CPU's idle share by window, as .ci/run logs it")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     kind = "cold" if args.cold else "warm"

@@ -75,6 +75,7 @@ def pytest_configure(config):
                                        "arbitrary UID on a read-only root")
     config._kerasenv_gpu = {"deselected": 0, "ran": 0, "passed": 0}
     config._kerasenv_timing = {}  # target id -> [seconds, tests, failed]
+    config._kerasenv_module_seconds = {}  # test module -> seconds (set-up, call, tear-down), all targets
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,9 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     callspec = getattr(item, "callspec", None)
     target = callspec.params.get("target") if callspec else None
+    module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    modules = item.config._kerasenv_module_seconds
+    modules[module] = modules.get(module, 0.0) + report.duration
     if target is not None:
         row = item.config._kerasenv_timing.setdefault(target.id, [0.0, 0, 0])
         row[0] += report.duration
@@ -181,6 +185,9 @@ def pytest_terminal_summary(terminalreporter, config):
         for target_id, (seconds, tests, failed) in config._kerasenv_timing.items():
             terminalreporter.write_line(f"  {target_id:<20} {seconds:7.1f} s  {tests:3d} tests  "
                                         f"{'all passed' if not failed else f'{failed} failed'}")
+        # where the time went, by module: what the CI budget's next cut reads (docs/contributing/ci.md)
+        by_module = sorted(config._kerasenv_module_seconds.items(), key=lambda kv: -kv[1])
+        terminalreporter.write_line("  by module: " + ", ".join(f"{m} {s:.0f} s" for m, s in by_module if s >= 0.5))
     if getattr(config, "_kerasenv_not_applicable", 0):
         terminalreporter.write_line(f"kerasenv: {config._kerasenv_not_applicable} checks deselected as not "
                                     f"applicable to the image families under test ({', '.join(families)})")

@@ -44,6 +44,12 @@ def test_each_step_build_and_slow_test_is_tabled(tmp_path):
     assert text.index("35.2 | call") < text.index("2.1 | setup")
 
 
+def test_the_cpu_idle_share_is_recorded_when_given_and_left_out_when_not(tmp_path):
+    text = write(tmp_path, "--cold", "--cpu-idle", "+0: 3%, +300: 38%")
+    assert "The CPU's idle share by 5-minute window (seconds since the start): +0: 3%, +300: 38%." in text
+    assert "idle share" not in write(tmp_path, "--cold")
+
+
 def test_a_run_replaces_only_the_section_of_its_kind(tmp_path):
     write(tmp_path, "--cold")
     text = write(tmp_path, log="[step] build tf2.21-cpu: 20 s, exit 0\n")  # a warm run after it
