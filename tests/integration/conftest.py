@@ -52,6 +52,15 @@ def docker():
     return docker_client.client()
 
 
+def multiworker_left(docker, variant_id: str) -> list:
+    """The multi-worker containers of one variant's image still there (none once a run is over).
+    By image, not by the label alone: the test lanes' lane_image steps run beside each other and
+    beside the build lane's integration tests, each with its own multi-worker runs (in the warm
+    .ci/run of d341ca4 the PyTorch lane's check counted the Keras 2 lane's two running workers)."""
+    return docker.containers.list(all=True, filters={"label": "io.kerasenv.kind=multiworker",
+                                                     "ancestor": f"kerasenv:{variant_id}"})
+
+
 def kerasenv(*args: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
     """Run the real CLI (`python -m kerasenv`), as a user would."""
     proc = subprocess.run([sys.executable, "-m", "kerasenv", *args], cwd=REPO,

@@ -33,7 +33,7 @@ import pytest
 from kerasenv.engine.docker_client import PROJECT_LABEL
 from kerasenv.matrix import schema as matrix_mod
 
-from .conftest import REPO, free_port
+from .conftest import REPO, free_port, multiworker_left
 
 TODO = "TODO: not covered yet"
 
@@ -822,7 +822,7 @@ def test_multiworker_trains_two_workers_in_lockstep(cpu_image, docker):
     assert chief["training"]["loss_per_epoch"] == worker["training"]["loss_per_epoch"]
     assert (run_dir / "model.keras").exists()
     assert list((run_dir / "tensorboard").rglob("events.out.tfevents.*"))
-    assert docker.containers.list(all=True, filters={"label": "io.kerasenv.kind=multiworker"}) == []
+    assert multiworker_left(docker, "tf2.21-cpu") == []
     assert docker.networks.list(names=[network.group(1)]) == []
 
 

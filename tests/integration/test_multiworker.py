@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from .conftest import start_cli
+from .conftest import multiworker_left, start_cli
 
 
 def test_killing_a_worker_fails_the_run_quickly_with_a_clear_message(built_images, docker, matrix, tmp_path):
@@ -34,4 +34,4 @@ def test_killing_a_worker_fails_the_run_quickly_with_a_clear_message(built_image
     assert error == ["kerasenv: error: multi-worker training failed: worker 1 killed (SIGKILL); the other "
                      "workers were stopped (see its last lines above)"]
     assert elapsed < 30, f"took {elapsed:.0f} s to notice"
-    assert docker.containers.list(all=True, filters={"label": "io.kerasenv.kind=multiworker"}) == []
+    assert multiworker_left(docker, matrix.default_cpu) == []

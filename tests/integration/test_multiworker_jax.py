@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 
-from .conftest import kerasenv, start_cli
+from .conftest import kerasenv, multiworker_left, start_cli
 
 JAX_CPU = "jax0.12-cpu"
 SHORT = ("--epochs", "2", "--steps-per-epoch", "16")
@@ -32,7 +32,7 @@ def test_two_jax_processes_train_one_model_and_end_with_the_same_weights(built_i
     assert worker["status"] == "ok" and worker["distributed"]["process_id"] == 1
     assert worker["training"]["loss_per_epoch"] == chief["training"]["loss_per_epoch"]
     assert "the 2 replicas agree" in proc.stderr
-    assert docker.containers.list(all=True, filters={"label": "io.kerasenv.kind=multiworker"}) == []
+    assert multiworker_left(docker, JAX_CPU) == []
 
 
 TRAIN = '''
@@ -67,7 +67,7 @@ def test_a_users_own_script_gets_the_same_variables(built_images, docker, tmp_pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     # the chief's output: process 0 of the 2, a mesh of both processes' devices
     assert "process 0 of 2: 4 devices" in proc.stderr, proc.stderr[-3000:]
-    assert docker.containers.list(all=True, filters={"label": "io.kerasenv.kind=multiworker"}) == []
+    assert multiworker_left(docker, JAX_CPU) == []
 
 
 def test_a_killed_jax_worker_ends_the_run_quickly_and_leaves_nothing(built_images, docker, tmp_path):
@@ -89,7 +89,7 @@ def test_a_killed_jax_worker_ends_the_run_quickly_and_leaves_nothing(built_image
     assert proc.returncode == 1
     assert "kerasenv: error: multi-worker training failed: worker 1 killed (SIGKILL)" in stderr
     assert time.monotonic() - killed_at < 30
-    assert docker.containers.list(all=True, filters={"label": "io.kerasenv.kind=multiworker"}) == []
+    assert multiworker_left(docker, JAX_CPU) == []
 
 
 def test_an_unreachable_coordinator_ends_within_the_bound_naming_it(built_images, container, tmp_path):

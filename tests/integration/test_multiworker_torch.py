@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from .conftest import kerasenv
+from .conftest import kerasenv, multiworker_left
 
 TORCH = "torch2.15-cuda13.2"
 
@@ -23,4 +23,4 @@ def test_keras_ddp_trains_across_two_containers_under_torchrun(docker, tmp_path)
     result = json.loads(line)
     assert (result["status"], result["processes"], result["backend"]) == ("ok", 2, "gloo")
     assert result["replicas_agree"] and result["learned"], result
-    assert docker.containers.list(all=True, filters={"label": "io.kerasenv.kind=multiworker"}) == []
+    assert multiworker_left(docker, TORCH) == []

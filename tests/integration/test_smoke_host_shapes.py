@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from .conftest import kerasenv
+from .conftest import kerasenv, multiworker_left
 
 KERAS2 = "tf2.15-cuda12.2"
 
@@ -79,7 +79,7 @@ def test_tf_keras_2_multi_worker_trains_in_lockstep(keras2_image, docker, tmp_pa
     assert chief["status"] == worker["status"] == "ok", proc.stderr[-3000:]
     assert chief["versions"]["keras"].startswith("2.")
     assert chief["training"]["loss_per_epoch"] == worker["training"]["loss_per_epoch"]
-    assert docker.containers.list(all=True, filters={"label": "io.kerasenv.kind=multiworker"}) == []
+    assert multiworker_left(docker, KERAS2) == []
 
 
 # --- TensorFlow runtime errors, injected where the GPU stack raises them ---------------------
