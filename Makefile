@@ -190,9 +190,6 @@ test-prereqs: ## install/start what `make test` needs (apt packages, devcontaine
 test: export KERASENV_CA_CERT := $(or $(KERASENV_CA_CERT),$(PIP_CERT),$(REQUESTS_CA_BUNDLE),$(SSL_CERT_FILE),$(wildcard /etc/ssl/certs/ca-certificates.crt))
 # test-prereqs makes the venv too (after python3-venv, which it may have to install first).
 test: export DROP_TESTED_IMAGES ?= 1
-# The arm64 bases: test-prereqs only pulls them, and what no registry gives (debootstrap under qemu)
-# is made by a lane step beside the first builds (scripts/arm64-bases.sh says why).
-test: export KERASENV_ARM64_BASES ?= lane
 test: test-prereqs ## everything: prerequisites, drift check, lint, build every Debian-based variant, unit + integration tests, acceptance suite on each
 	$(KERASENV) generate --check
 	$(MAKE) --no-print-directory lint
@@ -311,16 +308,10 @@ last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(s
 # build also waits for room under KERASENV_DISK_CEILING where `.ci/run` sets it (the disk at the
 # start plus the budget; `kerasenv build --wait-for-disk`).
 ARM64_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^\[variant\.arm64\]/{print id}' images/matrix.toml)
-# The arm64 bases where test-prereqs left them to the lanes (KERASENV_ARM64_BASES=lane): made from
-# the start, beside the first builds; the arm64 builds and the integration tests (which run the
-# arm64 base) wait for it. Nothing to do where they are here.
-arm64_bases_step := test-arm64-bases-lane-step
-$(arm64_bases_step): venv
-	$(if $(ARM64_VARIANTS),$(call timed,arm64 bases) bash scripts/arm64-bases.sh --offline-only $(call record_failure,arm64 bases (scripts/arm64-bases.sh --offline-only)))
 ARM64_AFTER := $(last_accepts) $(integration_step) $(integration_test_lane_step)
 define arm64_steps
 # $(1): the variant
-test-arm64-build-$(1): $(ARM64_AFTER) $(arm64_bases_step) venv
+test-arm64-build-$(1): $(ARM64_AFTER) venv
 	$$(call timed,build $(1)-arm64) $$(KERASENV) build $(1) --platform linux/arm64 $$(build_flags) --wait-for-disk $$(DISK_WAIT_S) --drop-build-cache $$(call record_failure,build $(1)-arm64)
 test-arm64-$(1): test-arm64-build-$(1)
 	$$(call timed,acceptance $(1)-arm64 (arm64_ci checks)) $$(VENV)/bin/pytest smoke_tests --image kerasenv:$(1)-arm64 -m arm64_ci $$(PYTEST_ARGS) $$(call record_failure,arm64 checks $(1))
@@ -337,7 +328,7 @@ floor_step := $(if $(wildcard $(FLOOR_SOCKET)),$(floor_lane_step))
 $(floor_lane_step): $(last_accepts)
 	$(call timed,floor lane (Docker 20.10)) $(MAKE) --no-print-directory test-floor $(call record_failure,floor lane (Docker 20.10 on $(FLOOR_SOCKET)))
 
-test-lanes: $(arm64_bases_step) $(last_accepts) $(integration_step) $(integration_test_lane_step) $(floor_step) $(arm64_steps_all) ## what `make test` runs after lint (use `make -j4 test-lanes`): builds, the tests of each built image, then the arm64 images
+test-lanes: $(last_accepts) $(integration_step) $(integration_test_lane_step) $(floor_step) $(arm64_steps_all) ## what `make test` runs after lint (use `make -j4 test-lanes`): builds, the tests of each built image, then the arm64 images
 
 # The integration tests close the build lane: once every image is built they run beside the
 # acceptance runs still going (they need IMAGES_FOR_INTEGRATION, and
@@ -350,9 +341,9 @@ CI_SIF := /var/tmp/kerasenv-ci-sif/kerasenv-jax.sif
 sif_step := test-sif-lane-step
 $(sif_step): test-build-$(FIRST_BUILT) venv
 	rm -f $(CI_SIF) && install -d -m 755 $(dir $(CI_SIF)) && $(call timed,sif $(FIRST_BUILT)) $(KERASENV) sif $(FIRST_BUILT) --output $(CI_SIF) --compression zstd $(call record_failure,sif $(FIRST_BUILT))
-$(integration_step): test-build-$(lastword $(LANE_VARIANTS)) $(addprefix test-accept-,$(LANE_IMAGE_VARIANTS)) $(arm64_bases_step)
+$(integration_step): test-build-$(lastword $(LANE_VARIANTS)) $(addprefix test-accept-,$(LANE_IMAGE_VARIANTS))
 	$(call timed,integration tests) $(VENV)/bin/pytest tests -m 'docker and not lane_image' $(addprefix --ignore=,$(INTEGRATION_IN_TEST_LANE)) $(PYTEST_ARGS) $(call record_failure,integration tests (pytest tests -m docker))
-$(integration_test_lane_step): $(last_accepts) $(sif_step) $(arm64_bases_step)
+$(integration_test_lane_step): $(last_accepts) $(sif_step)
 	$(call timed,integration tests (test lane)) env KERASENV_APPTAINER_TEST_SIF=$(CI_SIF) $(VENV)/bin/pytest $(INTEGRATION_IN_TEST_LANE) -m 'docker and not lane_image' $(PYTEST_ARGS) $(call record_failure,integration tests (test lane: $(notdir $(INTEGRATION_IN_TEST_LANE))))
 
 # The tests that need no Docker open the test lane: they fill the time the first build takes.

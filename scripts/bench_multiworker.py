@@ -66,7 +66,8 @@ def allreduce_probe(variant: str, processes: int, tmp: str) -> dict:
     return json.loads(lines[-1])
 
 
-def bench_jax(variant: str, rounds: int, flags: list[str]) -> int:
+def bench_jax(variant: str, rounds: int, quick: bool) -> int:
+    flags = QUICK_FLAGS if quick else JAX_FLAGS
     runs: dict[int, list[dict]] = {n: [] for n in JAX_PROCESSES}
     probes: dict[int, list[dict]] = {n: [] for n in JAX_PROCESSES if n > 1}
     with tempfile.TemporaryDirectory(prefix="kerasenv-bench-mw-") as tmp:
@@ -83,7 +84,7 @@ def bench_jax(variant: str, rounds: int, flags: list[str]) -> int:
     sps = {n: statistics.median(t["samples_per_second"] for t in runs[n]) for n in JAX_PROCESSES}
     step = {n: statistics.median(step_seconds(t) for t in runs[n]) for n in JAX_PROCESSES}
     allreduce_ms = {n: statistics.median(p["allreduce_ms"] for p in probes[n]) for n in probes}
-    out = {"variant": variant, "flags": flags, "quick": flags == QUICK_FLAGS, "rounds": rounds, "cpus": os.cpu_count(),
+    out = {"variant": variant, "flags": flags, "quick": quick, "rounds": rounds, "cpus": os.cpu_count(),
            "samples_per_second": sps, "step_seconds": step,
            "ratio_to_one_process": {n: sps[n] / sps[1] for n in JAX_PROCESSES},
            "extra_seconds_per_step": {n: step[n] - step[1] for n in JAX_PROCESSES},
@@ -107,7 +108,7 @@ def main() -> int:
                    help="2 epochs of 1536 samples per configuration: shows the benchmark runs, measures nothing")
     args = p.parse_args()
     if args.variant.startswith("jax"):
-        return bench_jax(args.variant, args.rounds, QUICK_FLAGS if args.quick else JAX_FLAGS)
+        return bench_jax(args.variant, args.rounds, args.quick)
     flags = QUICK_FLAGS if args.quick else FLAGS
     single, multi = [], []
     with tempfile.TemporaryDirectory(prefix="kerasenv-bench-mw-") as tmp:

@@ -206,16 +206,33 @@ fi
 # pulled, or made from Debian's archive where no registry answers. Each one made offline, and the
 # arm64 bases, are made side by side (a debootstrap waits on the archive and dpkg); the arm64 bases
 # only take their own -arm64 tag for good, so the amd64 loop may look at a tag in between.
-# The arm64 bases of the arm64 images (scripts/arm64-bases.sh): pulled or made here, or where
-# `make test` and .ci/run say KERASENV_ARM64_BASES=lane, pulled here and what no registry gave
-# made by a lane step of `make test` (test-arm64-bases), beside the first builds.
+# The arm64 bases of the arm64 images, debian:<suite>-slim-arm64 (the local tag: Docker 20.10 keeps
+# one image per tag): pulled for linux/arm64, or made with debootstrap under qemu (about 3 minutes).
+arm64_bases() {
+  local arm_bases base local_tag suite
+  arm_bases=$(.venv/bin/python - <<'PY'
+from kerasenv.matrix import schema
+print(" ".join(sorted({v.base_image for v in schema.load().variants if v.arm64})))
+PY
+)
+  for base in $arm_bases; do
+    local_tag="$base-arm64"
+    docker image inspect "$local_tag" >/dev/null 2>&1 && continue
+    if timeout 120 docker pull -q --platform linux/arm64 "$base" >/dev/null 2>&1 \
+       && [ "$(docker image inspect -f '{{.Architecture}}' "$base")" = arm64 ]; then
+      docker tag "$base" "$local_tag"
+      docker pull -q --platform linux/amd64 "$base" >/dev/null  # the tag stays the amd64 one
+      continue
+    fi
+    suite=$(sed -n 's/^debian:\([a-z]*\)\(-slim\)\{0,1\}$/\1/p' <<<"$base")
+    is_root || fail "cannot pull $base for linux/arm64: run \`sudo make base-offline PLATFORM=linux/arm64\`"
+    me "no registry reachable: making $local_tag offline (debootstrap under qemu)"
+    .venv/bin/kerasenv base-offline --suite "$suite" --platform linux/arm64
+  done
+}
 arm64_pid=""
 if [ "$has_arm64" -gt 0 ] && [ -z "${BASE_IMAGE:-}" ]; then
-  if [ "${KERASENV_ARM64_BASES:-}" = lane ]; then
-    bash scripts/arm64-bases.sh --pull-only &
-  else
-    bash scripts/arm64-bases.sh &
-  fi
+  arm64_bases &
   arm64_pid=$!
 fi
 bases=${BASE_IMAGE:-$(sed -n 's/^base_image = "\(debian:[^"]*\)"/\1/p' images/matrix.toml | sort -u)}

@@ -350,28 +350,6 @@ def test_each_arm64_image_is_a_chain_of_its_own_after_every_amd64_step(real_matr
     for v in arm64:
         build = deps[f"test-arm64-build-{v}"]
         assert "test-integration-lane-step" in build and "test-integration-test-lane-step" in build, build
-        assert "test-arm64-bases-lane-step" in build, build
         assert not [d for d in build if d.startswith("test-arm64-build-")], build
         assert deps[f"test-arm64-{v}"] == [f"test-arm64-build-{v}"], deps[f"test-arm64-{v}"]
         assert f"test-arm64-{v}" in deps["test-lanes"]
-
-
-def test_the_arm64_bases_are_a_lane_step_that_everything_running_them_waits_for():
-    """`make test` leaves the arm64 bases' debootstrap to a lane step (test-prereqs only pulls
-    them there), which the integration tests and the arm64 builds wait for."""
-    deps = _prerequisites()
-    assert deps["test-lanes"][0] == "test-arm64-bases-lane-step", deps["test-lanes"]
-    for step in ("test-integration-lane-step", "test-integration-test-lane-step"):
-        assert "test-arm64-bases-lane-step" in deps[step], (step, deps[step])
-    lanes = subprocess.run(["make", "--no-print-directory", "-n", "test-arm64-bases-lane-step"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout
-    assert "bash scripts/arm64-bases.sh --offline-only" in lanes, lanes
-    assert re.search(r"^test: export KERASENV_ARM64_BASES \?= lane$", MAKEFILE, re.M)
-    prereqs = (REPO / "scripts" / "test-prereqs.sh").read_text()
-    assert 'if [ "${KERASENV_ARM64_BASES:-}" = lane ]; then\n    bash scripts/arm64-bases.sh --pull-only &' in prereqs
-
-
-def test_arm64_bases_refuses_an_unknown_mode_in_one_line():
-    proc = subprocess.run(["bash", "scripts/arm64-bases.sh", "--later"], cwd=REPO, capture_output=True, text=True)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.splitlines() == ["arm64-bases: --later: say --pull-only, --offline-only or nothing"]
