@@ -204,8 +204,36 @@ def parse_records(df: dict) -> list[CacheRecord]:
             for r in rows if r.get("ID")]
 
 
-def records(client) -> list[CacheRecord]:
-    return parse_records(client.api.df())
+def _api_at_least(client, major: int, minor: int) -> bool:
+    m = re.match(r"(\d+)\.(\d+)", str(getattr(client.api, "_version", "") or ""))
+    return bool(m) and (int(m.group(1)), int(m.group(2))) >= (major, minor)
+
+
+def records(client, attempts: int = 5, pause: float = 1.0) -> list[CacheRecord]:
+    """The engine's build cache records (GET /system/df).
+
+    Two engine races answer that call with a 500 while an image or a snapshot goes at the same
+    moment: Docker 20.10 walks every image's layers for the answer and fails with "layer does not
+    exist" when another lane removes an image (moby/moby#21215; CI's run of d56adce failed a built
+    image's cache drop on it, 2026-12-06), and the containerd store failed the same way on a
+    snapshot a prune removed (moby/moby#51979, fixed in Docker 29.3). From API 1.42 (Docker 23)
+    `type=build-cache` asks for the build cache alone and no image is walked; on 20.10 the call is
+    asked again, a second later, up to `attempts` times."""
+    import time
+
+    from docker.errors import APIError
+
+    api = client.api
+    for attempt in range(attempts):
+        try:
+            if _api_at_least(client, 1, 42):
+                return parse_records(api._result(api._get(api._url("/system/df"), params={"type": "build-cache"}), True))
+            return parse_records(api.df())
+        except APIError as exc:
+            if exc.status_code is None or exc.status_code < 500 or attempt == attempts - 1:
+                raise
+            time.sleep(pause * (attempt + 1))
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def now() -> datetime:

@@ -431,6 +431,8 @@ def _buildkit_build(client, cli, folder: Path, v: Variant, dockerfile: str, ca_p
     image id, no stage images, and the build cache records it used; BuildFailed with the step
     and its last lines. The context is the classic build's, written to a private temporary
     folder (the CA with it) that goes when the build ends."""
+    from docker.errors import APIError
+
     from ..engine import buildkit
 
     progress.start(name)
@@ -512,7 +514,13 @@ def _buildkit_build(client, cli, folder: Path, v: Variant, dockerfile: str, ca_p
             where = "(before the first step)" if not steps else "the end"
             reason = said or (last_error or "the docker CLI exited with code %d" % rc).strip()
         raise BuildFailed(f"building {name} failed at {where}: {reason}", details="\n".join(tail))
-    used = buildkit.used_since(buildkit.records(client), since)  # made since: listed before their release
+    try:
+        used = buildkit.used_since(buildkit.records(client), since)  # made since: listed before their release
+    except APIError as exc:
+        # The image is built; an unreadable cache list costs its cache drop (disk), not the build.
+        progress.note(f"could not list the build cache after building {name} ({exc.explanation or exc}): "
+                      "its cache stays until `docker builder prune`")
+        used = []
     return image_id, [], used
 
 
@@ -619,7 +627,14 @@ def _drop_buildkit_cache(client, result: BuildResult, say: Callable[[str], None]
             note.unlink(missing_ok=True)  # this build's own note: its cache is going
             continue
         kept.update(record.get("cache_records") or ())
-    now = buildkit.released(client, set(result.cache_records) - kept)
+    from docker.errors import APIError
+
+    try:
+        now = buildkit.released(client, set(result.cache_records) - kept)
+    except APIError as exc:  # the image is built: a cache that could not go costs disk, not the build
+        say(f"could not read the build cache to drop that of {result.variant.id} "
+            f"({exc.explanation or exc}): it stays until `docker builder prune`")
+        return 0
     here = {r.id: r for r in now}
     ids = [i for i in result.cache_records
            if i in here and i not in kept and not here[i].in_use and SHARED_STEP_MARK not in here[i].description]

@@ -313,6 +313,33 @@ def test_a_buildkit_build_noted_here_is_dropped_later_but_its_debian_step(tmp_pa
     assert not note_path(tmp_path).exists()
 
 
+
+def test_a_cache_list_the_engine_keeps_failing_costs_the_drop_and_not_the_built_image(
+        tmp_path, real_matrix, buildkit_build, monkeypatch):
+    """The cache drop after a build reads /system/df; a lasting 500 there (an image removed
+    beside it, moby/moby#21215) leaves the cache and says so, and the build still succeeds."""
+    from docker.errors import APIError
+
+    monkeypatch.setattr("time.sleep", lambda seconds: None)  # records() asks again after a pause
+    cli = fake_docker(tmp_path / "cli", CLI_20_10, recording=COLD_20_10)
+    client = FakeEngineClient(cache=[record("fresh-venv")], tags={"kerasenv:tf2.21-cpu": IID})
+    buildkit_build(cli, client, real_matrix)
+
+    class Response:
+        status_code = 500
+        reason = "Internal Server Error"
+
+    def broken():
+        raise APIError("layer does not exist", response=Response(), explanation="layer does not exist")
+
+    client.df = broken
+    said = []
+    assert build.drop_recorded_build_cache(client, real_matrix.get("tf2.21-cpu"), said.append) == 0
+    assert client.pruned_ids() == []
+    assert said == ["could not read the build cache to drop that of tf2.21-cpu (layer does not exist): "
+                    "it stays until `docker builder prune`"]
+
+
 # --- choose --------------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -671,3 +698,57 @@ def test_a_flavours_drop_is_named_by_its_tag(real_matrix, notes):
                                "kerasenv:tf2.21-cpu-jupyter")
     build.drop_build_cache(client, result, said.append)
     assert said == ["dropped the build cache of tf2.21-cpu-jupyter: 1 BuildKit cache record(s), 0.00 GB"]
+
+
+def test_a_500_from_the_cache_list_is_asked_again_and_a_lasting_one_is_raised():
+    """Docker 20.10 answers /system/df with a 500 ("layer does not exist") while another lane
+    removes an image (moby/moby#21215): CI's run of d56adce failed a built image on it."""
+    from docker.errors import APIError
+
+    class Response:
+        status_code = 500
+        reason = "Internal Server Error"
+
+    class Daemon:
+        def __init__(self, failures):
+            self.api, self.failures, self.calls = self, failures, 0
+
+        def df(self):
+            self.calls += 1
+            if self.calls <= self.failures:
+                raise APIError("layer does not exist", response=Response(), explanation="layer does not exist")
+            return {"BuildCache": [record("mine")]}
+
+    flaky = Daemon(failures=2)
+    assert [r.id for r in buildkit.records(flaky, pause=0)] == ["mine"] and flaky.calls == 3
+    lasting = Daemon(failures=99)
+    with pytest.raises(APIError):
+        buildkit.records(lasting, attempts=3, pause=0)
+    assert lasting.calls == 3
+
+
+def test_from_api_1_42_only_the_build_cache_is_asked_for():
+    """Docker 23+ computes only the build cache with type=build-cache: no image is walked."""
+    asked = []
+
+    class Daemon:
+        _version = "1.51"
+
+        def __init__(self):
+            self.api = self
+
+        def _url(self, path):
+            return "http+docker://localhost/v1.51" + path
+
+        def _get(self, url, params=None):
+            asked.append((url, params))
+            return "response"
+
+        def _result(self, response, json=False):
+            return {"BuildCache": [record("mine")]}
+
+        def df(self):
+            raise AssertionError("the whole df is not asked for from API 1.42")
+
+    assert [r.id for r in buildkit.records(Daemon())] == ["mine"]
+    assert asked == [("http+docker://localhost/v1.51/system/df", {"type": "build-cache"})]
