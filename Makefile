@@ -163,7 +163,7 @@ multiworker: venv ## train across WORKERS= containers in VARIANT= (TF: MultiWork
 sif: venv ## an Apptainer SIF of VARIANT= for clusters without Docker (SIF= the file, default ./kerasenv-VARIANT.sif; docs/using/hpc-apptainer.md)
 	$(KERASENV) sif $(or $(VARIANT),tf2.21-cpu) $(if $(SIF),--output $(SIF))
 
-bench-multiworker: venv ## measure training across containers against one: TF 2 workers, JAX 1/2/4 processes (BENCH_ARGS="--rounds N", --quick: a run, not a measure)
+bench-multiworker: venv ## measure training across containers against one: TF 2 workers, JAX 1/2/4 processes (BENCH_ARGS="--rounds N", --quick: a run at 1/2, not a measure)
 	$(VENV)/bin/python scripts/bench_multiworker.py --variant $(CPU_VARIANT) $(BENCH_ARGS)
 	$(VENV)/bin/python scripts/bench_multiworker.py --variant $(JAX_CPU_VARIANT) $(BENCH_ARGS)
 
@@ -279,11 +279,15 @@ test-build-$(1): $(if $(2),test-build-$(2)) venv
 	$(if $(call giver_of,$(1)),$$(KERASENV) drop-build-cache $(call giver_of,$(1)) $$(call record_failure,drop the build cache of $(call giver_of,$(1))))
 test-accept-$(1): test-build-$(1) $(if $(3),test-accept-$(3))
 	$$(call timed,build $(1)-jupyter) $$(KERASENV) build $(1) --jupyter-only $$(build_flags) --wait-for-disk $$(DISK_WAIT_S) $(if $(filter $(1),$(BUILD_CACHE_KEPT)),,--drop-build-cache) $$(call record_failure,build $(1)-jupyter)
-	$$(call timed,acceptance $(1)) $$(VENV)/bin/pytest smoke_tests --variant $(1) $$(PYTEST_ARGS) $$(call record_failure,acceptance $(1))
+	$$(call timed,acceptance $(1)) $$(VENV)/bin/pytest smoke_tests --variant $(1) --once-per-group $$(PYTEST_ARGS) $$(call record_failure,acceptance $(1))
 	$(if $(filter $(1),$(LANE_IMAGE_VARIANTS)),$$(call timed,integration tests of $(1)) $$(VENV)/bin/pytest tests/integration -m docker --lane-image $(1) $$(PYTEST_ARGS) $$(call record_failure,integration tests of $(1)))
 	$(if $(filter-out $(IMAGES_FOR_INTEGRATION) $(kept_refs),$(1)-jupyter $(1)),$$(if $$(dropping),docker rmi $(addprefix kerasenv:,$(filter-out $(IMAGES_FOR_INTEGRATION) $(kept_refs),$(1)-jupyter $(1))) >/dev/null $$(call record_failure,drop images of $(1))))
 endef
 $(foreach i,$(shell seq $(words $(LANE_VARIANTS))),$(eval $(call test_lane_steps,$(word $(i),$(LANE_VARIANTS)),$(if $(filter 1,$(i)),,$(word $(shell expr $(i) - 1),$(LANE_VARIANTS))),$(if $(filter 1 2,$(i)),,$(word $(shell expr $(i) - 2),$(LANE_VARIANTS))))))
+# --once-per-group: the checks of kerasenv's own code in the image (the GpuMonitor's trainings,
+# the JupyterLab server) run on the first variant of each backend, Keras major and Python
+# (smoke_tests/groups.py) and are deselected, naming it, on the others: they cost 60-90 s of each
+# of the 9 acceptance runs (the warm run of d341ca4) and cannot differ within a group.
 # The last acceptance step of each test lane.
 last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(shell expr $(words $(LANE_VARIANTS)) - 1),$(LANE_VARIANTS)))
 # The arm64 images (issue 36; [variant.arm64] in the matrix), last: built on this amd64 machine

@@ -31,7 +31,7 @@ import pytest
 from kerasenv.engine import docker_client
 from kerasenv.matrix import schema as matrix_mod
 
-from . import platforms
+from . import groups, platforms
 
 TEST_LABEL = "io.kerasenv.acceptance"
 # This session's value of TEST_LABEL: the leftover check at the end looks at this session's
@@ -53,6 +53,11 @@ def pytest_addoption(parser):
     group.addoption("--gpu", action="store_true",
                     default=os.environ.get("KERASENV_REQUIRE_GPU", "") in ("1", "true", "yes"),
                     help="run the GPU tests (also KERASENV_REQUIRE_GPU=1); a missing GPU is a failure")
+    group.addoption("--once-per-group", action="store_true",
+                    default=os.environ.get("KERASENV_ONCE_PER_GROUP", "") in ("1", "true", "yes"),
+                    help="run the checks marked once_per_group only on the first variant of their group in the "
+                         "matrix (same backend, Keras major, Python: smoke_tests/groups.py) and deselect them, "
+                         "naming that variant, on the others: what `make test` runs (also KERASENV_ONCE_PER_GROUP=1)")
     group.addoption("--checkout-probes", action="store_true",
                     default=os.environ.get("KERASENV_CHECKOUT_PROBES", "") in ("1", "true", "yes"),
                     help="mount this checkout's images/common/kerasenv_image over the image's own (read-only) "
@@ -73,7 +78,11 @@ def pytest_configure(config):
                                        "labels, the venv's ELF machine, pip check, the backend's GPU-library "
                                        "check and ptxas, the kernel-target record, a small smoke training as an "
                                        "arbitrary UID on a read-only root")
+    config.addinivalue_line("markers", "once_per_group: a check of kerasenv's own code in the image that variants of "
+                                       "the same backend, Keras major and Python cannot differ on (smoke_tests/groups.py); "
+                                       "with --once-per-group it runs on the group's first variant only")
     config._kerasenv_gpu = {"deselected": 0, "ran": 0, "passed": 0}
+    config._kerasenv_grouped = {}  # "<variant> -> <representative> (<group>)" -> checks deselected
     config._kerasenv_timing = {}  # target id -> [seconds, tests, failed]
     config._kerasenv_module_seconds = {}  # test module -> seconds (set-up, call, tear-down), all targets
 
@@ -147,6 +156,8 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=skipped_empty)
         items[:] = [i for i in items if i not in skipped_empty]
         config._kerasenv_not_applicable = len(skipped_empty)
+    if config.getoption("once_per_group"):
+        _deselect_checked_on_the_group_representative(config, items)
     if config.getoption("gpu"):
         return
     gpu_items = [i for i in items if i.get_closest_marker("gpu")]
@@ -154,6 +165,28 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=gpu_items)
         items[:] = [i for i in items if not i.get_closest_marker("gpu")]
         config._kerasenv_gpu["deselected"] = len(gpu_items)
+
+
+def _deselect_checked_on_the_group_representative(config, items):
+    """--once-per-group: a once_per_group check of an amd64 image whose variant is not its
+    group's first in the matrix (smoke_tests/groups.py) is deselected; the summary names the
+    variant whose run checks it. The representative is among `kerasenv build --all`'s variants,
+    every one of which `make test` tests."""
+    variants = matrix_mod.load().debian_based
+    dropped = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        target = callspec.params.get("target") if callspec else None
+        if target is None or target.arch != platforms.AMD64 or not item.get_closest_marker("once_per_group"):
+            continue
+        rep = groups.representative(target.variant, variants)
+        if rep != target.variant.id:
+            dropped.append(item)
+            why = f"{target.variant.id}: checked on {rep} ({groups.describe(groups.group_key(target.variant))})"
+            config._kerasenv_grouped[why] = config._kerasenv_grouped.get(why, 0) + 1
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if i not in dropped]
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -191,6 +224,8 @@ def pytest_terminal_summary(terminalreporter, config):
     if getattr(config, "_kerasenv_not_applicable", 0):
         terminalreporter.write_line(f"kerasenv: {config._kerasenv_not_applicable} checks deselected as not "
                                     f"applicable to the image families under test ({', '.join(families)})")
+    for why, count in config._kerasenv_grouped.items():
+        terminalreporter.write_line(f"kerasenv: {count} once_per_group checks deselected (--once-per-group), {why}")
     stats = config._kerasenv_gpu
     if config.getoption("gpu"):
         terminalreporter.write_line(f"kerasenv GPU tests: {stats['ran']} ran, {stats['passed']} passed "

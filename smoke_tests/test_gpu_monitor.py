@@ -3,7 +3,11 @@ import GpuMonitor`, nvidia-smi played by the recorded RTX A5000 loop
 (tests/fixtures/nvidia-smi-query/a5000-train-steady, SOURCES.md there) through
 tests/fixtures/fake-nvidia-smi-loop in its re-clocked mode, and the event files read back
 with TensorBoard's EventAccumulator in the same image; and the smoke training's report on
-the CPU."""
+the CPU.
+
+The monitor is kerasenv's code: the checks that run it are marked once_per_group (with
+`--once-per-group`, as `make test` runs them, on the first variant of each backend, Keras
+major and Python: smoke_tests/groups.py); the smoke report's own check runs on every image."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ RECORDED_UTIL = {float(row[3]) for row in _ROWS}
 RECORDED_MEMORY = (min(float(row[5]) for row in _ROWS), max(float(row[5]) for row in _ROWS))
 
 
+@pytest.mark.once_per_group
 def test_gpu_monitor_in_a_users_fit_writes_per_epoch_scalars(docker, target, writable_dir):
     code, out, err = run_once(
         docker, target.ref, ["bash", "-c", "python /script/fit.py /out/tb && python /script/read_events.py /out/tb/gpu"],
@@ -55,6 +60,7 @@ def test_gpu_monitor_in_a_users_fit_writes_per_epoch_scalars(docker, target, wri
     assert [tag for tag in events if tag.endswith("_peak_memory_mib")] == [], events.keys()
 
 
+@pytest.mark.once_per_group
 def test_gpu_monitor_without_nvidia_smi_says_so_once_and_training_goes_on(docker, target, writable_dir):
     code, out, err = run_once(
         docker, target.ref, ["python", "/script/fit.py", "/out/tb"], network_mode="none",
@@ -76,6 +82,7 @@ def test_the_smoke_report_on_the_cpu_says_nothing_was_sampled(default_command_ru
     assert "GpuMonitor" not in err and "GPU busy" not in err
 
 
+@pytest.mark.once_per_group
 def test_the_smoke_with_a_sampled_gpu_reports_the_epochs_and_prints_the_verdict(docker, target, writable_dir):
     """smoke_monitored.py: the real smoke, its training step told it trains on GPU 0 (TF
     still uses the CPU), nvidia-smi played by the recorded low-utilisation A5000 loop."""
@@ -103,6 +110,7 @@ def test_the_smoke_with_a_sampled_gpu_reports_the_epochs_and_prints_the_verdict(
         assert f"[smoke]   {line}" in err
 
 
+@pytest.mark.once_per_group
 def test_gpu_monitor_imports_without_any_path_setup_for_an_arbitrary_uid_with_an_empty_environment(docker, target):
     """The image's kerasenv-image.pth puts /opt/kerasenv on every venv Python's path: here for
     a UID the image does not know, with no environment at all (no PATH, no HOME). The image's

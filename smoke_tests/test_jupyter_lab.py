@@ -4,7 +4,11 @@ kernel websocket APIs (a notebook that trains a tiny Keras model), refused witho
 reachable on 127.0.0.1 only; and the image itself (labels, added size, pins, no token in it).
 
 One server per variant (module fixture `lab`), always removed, also when a test fails. A
-variant whose flavour is not built is a failure that says how to build it, never a skip.
+variant whose flavour is not built is a failure that says how to build it, never a skip. The
+server's checks are marked once_per_group: the server's pins are the same in every variant's
+requirements-jupyter.lock (tests/unit/repo/test_smoke_groups.py), and the notebook's training
+differs by backend, Keras major and Python (smoke_tests/groups.py); the image's own checks
+(labels, size, pins, the lock, no token in it) run on every flavour.
 """
 
 from __future__ import annotations
@@ -232,6 +236,7 @@ def chromium(*args: str, profile: Path, timeout: float = 120) -> subprocess.Comp
         capture_output=True, text=True, timeout=timeout, check=False)
 
 
+@pytest.mark.once_per_group
 def test_lab_renders_in_a_headless_browser(lab, target, tmp_path, capsys):
     from PIL import Image
 
@@ -307,6 +312,7 @@ def execute(lab: Lab, kernel_id: str, code: str, timeout: float = KERNEL_TIMEOUT
         ws.close()
 
 
+@pytest.mark.once_per_group
 def test_a_notebook_trains_keras_in_the_kernel_and_is_saved_to_the_project(lab, target, capsys):
     notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {
         "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
@@ -361,6 +367,7 @@ def test_a_notebook_trains_keras_in_the_kernel_and_is_saved_to_the_project(lab, 
 
 # --- c. the token is required ---------------------------------------------------------------
 
+@pytest.mark.once_per_group
 @pytest.mark.parametrize("path", ["api/contents", "api/kernels", "api/sessions", "api/status"])
 def test_the_api_refuses_requests_without_the_right_token(lab, path):
     assert http("GET", lab.api(path))[0] == 403
@@ -369,6 +376,7 @@ def test_the_api_refuses_requests_without_the_right_token(lab, path):
     assert http("GET", lab.api(path), token=lab.token)[0] == 200
 
 
+@pytest.mark.once_per_group
 def test_the_lab_page_without_the_token_is_the_login(lab):
     for url in (lab.api("lab"), lab.api(f"lab?token=not-{lab.token}")):
         status, headers, body = http("GET", url)
@@ -379,6 +387,7 @@ def test_the_lab_page_without_the_token_is_the_login(lab):
     assert status == 200 and b"JupyterLab" in body
 
 
+@pytest.mark.once_per_group
 def test_the_kernel_websocket_refuses_a_wrong_token(lab):
     import websocket
 
@@ -394,6 +403,7 @@ def test_the_kernel_websocket_refuses_a_wrong_token(lab):
 
 # --- d. loopback only, as the invoking user --------------------------------------------------
 
+@pytest.mark.once_per_group
 def test_the_port_is_published_on_127_0_0_1_only(lab, docker):
     lab.container.reload()
     attrs = lab.container.attrs
@@ -411,6 +421,7 @@ def test_the_port_is_published_on_127_0_0_1_only(lab, docker):
             assert s.connect_ex((gateway, lab.port)) != 0, f"port {lab.port} answers on {gateway}"
 
 
+@pytest.mark.once_per_group
 def test_the_server_runs_as_the_invoking_user_with_group_0(lab):
     config, host_config = lab.container.attrs["Config"], lab.container.attrs["HostConfig"]
     assert config["User"] == f"{os.getuid()}:{os.getgid()}"
@@ -504,14 +515,22 @@ def test_an_empty_jupyter_token_is_refused_in_one_line(docker, target, jupyter_i
     assert len(lines) == 1 and "JUPYTER_TOKEN is empty" in lines[0], err[-2000:]
 
 
-def test_no_token_is_baked_into_the_image(docker, jupyter_image, lab):
+def image_metadata_text(docker, jupyter_image) -> tuple[str, str]:
+    return (" ".join(h.get("CreatedBy", "") for h in docker.api.history(jupyter_image.id)),
+            json.dumps(jupyter_image.attrs))
+
+
+def test_no_token_is_baked_into_the_image(docker, jupyter_image):
     config = jupyter_image.attrs["Config"]
     names = [e.split("=", 1)[0] for e in config.get("Env") or []]
     assert "JUPYTER_TOKEN" not in names
     assert not [n for n in names if re.search(r"TOKEN|PASSWORD|SECRET", n)], names
-    history = " ".join(h.get("CreatedBy", "") for h in docker.api.history(jupyter_image.id))
-    inspected = json.dumps(jupyter_image.attrs)
-    for text in (history, inspected):
+    for text in image_metadata_text(docker, jupyter_image):
         assert not re.search(r"JUPYTER_TOKEN=[^\s\"'\\]", text)
         assert not re.search(r"(ServerApp|IdentityProvider|NotebookApp)\.(token|password)", text)
+
+
+@pytest.mark.once_per_group
+def test_the_running_labs_token_is_not_in_the_image(docker, jupyter_image, lab):
+    for text in image_metadata_text(docker, jupyter_image):
         assert lab.token not in text
