@@ -313,9 +313,16 @@ last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(s
 # start plus the budget; `kerasenv build --wait-for-disk`).
 ARM64_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^\[variant\.arm64\]/{print id}' images/matrix.toml)
 ARM64_AFTER := $(last_accepts) $(integration_step) $(integration_test_lane_step)
+# One chain starts when the test lanes are done, beside the build lane's integration tests: the
+# PyTorch one, whose build is the longer (438 s against 341 s in the cold run of 312070d). The
+# build lane's integration tests then ran alone on 2 cores, 19-38 % idle (+2400..+3000 s of that
+# run; BuildKit builds make no containers for the tests that count them, and test_build_failures
+# reads the engine's container list rather than inspecting each container).
+ARM64_EARLY := torch2.15-cuda13.2
+ARM64_EARLY_AFTER := $(last_accepts) $(integration_test_lane_step)
 define arm64_steps
 # $(1): the variant
-test-arm64-build-$(1): $(ARM64_AFTER) venv
+test-arm64-build-$(1): $(if $(filter $(1),$(ARM64_EARLY)),$(ARM64_EARLY_AFTER),$(ARM64_AFTER)) venv
 	$$(call timed,build $(1)-arm64) $$(KERASENV) build $(1) --platform linux/arm64 $$(build_flags) --wait-for-disk $$(DISK_WAIT_S) --drop-build-cache $$(call record_failure,build $(1)-arm64)
 test-arm64-$(1): test-arm64-build-$(1)
 	$$(call timed,acceptance $(1)-arm64 (arm64_ci checks)) $$(VENV)/bin/pytest smoke_tests --image kerasenv:$(1)-arm64 -m arm64_ci $$(PYTEST_ARGS) $$(call record_failure,arm64 checks $(1))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from .conftest import run_once, start
 
 
@@ -53,7 +55,10 @@ def test_docker_stop_on_a_running_smoke_training_exits_143_before_the_sigkill(do
         container.remove(force=True)
 
 
+@pytest.mark.once_per_group
 def test_docker_default_shm_gets_a_warning(docker, target):
+    """kerasenv's smoke reads /dev/shm's size before the framework does anything: its own code,
+    once per group with --once-per-group (smoke_tests/groups.py)."""
     code, _, err = run_once(docker, target.ref, [python(target), "/opt/kerasenv/smoke_train.py",
                                                  "--epochs", "1", "--samples", "64", "--batch-size", "64"],
                             network_mode="none")

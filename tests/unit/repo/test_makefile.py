@@ -333,6 +333,15 @@ def test_make_help_lists_the_buildable_ids_and_the_retired_ones_apart(real_matri
     assert not {r.id for r in real_matrix.retired} & set(variants.split())
 
 
+def _variable(name: str) -> str:
+    """A Makefile variable's value, from make's own database."""
+    db = subprocess.run(["make", "--no-print-directory", "-p", "-n", "test-lanes"], cwd=REPO, capture_output=True,
+                        text=True, check=True).stdout
+    match = re.search(rf"^{name} :?= ?(.*)$", db, re.M)
+    assert match, f"no {name} in the Makefile"
+    return match.group(1)
+
+
 def _prerequisites() -> dict[str, list[str]]:
     """Each target of `make test-lanes` and its prerequisites, from make's own database."""
     db = subprocess.run(["make", "--no-print-directory", "-p", "-n", "test-lanes"], cwd=REPO, capture_output=True,
@@ -340,16 +349,21 @@ def _prerequisites() -> dict[str, list[str]]:
     return {m.group(1): m.group(2).split() for m in re.finditer(r"^(test-[\w.-]+):(?!=)(.*)$", db, re.M)}
 
 
-def test_each_arm64_image_is_a_chain_of_its_own_after_every_amd64_step(real_matrix):
-    """The arm64 builds run side by side once the amd64 steps are done, each image's checks
-    right after its own build: not one build after the other, not one image's checks after
-    another's (a core sat idle for most of the arm64 tail that way)."""
+def test_each_arm64_image_is_a_chain_of_its_own_one_beside_the_build_lanes_integration_tests(real_matrix):
+    """The arm64 builds run side by side, each image's checks right after its own build: not one
+    build after the other, not one image's checks after another's (a core sat idle for most of
+    the arm64 tail that way). ARM64_EARLY's chain starts once the test lanes are done, beside the
+    build lane's integration tests; the others once every amd64 step is done."""
     deps = _prerequisites()
     arm64 = [v.id for v in real_matrix.variants if v.arm64]
     assert arm64, "no arm64 image in the matrix"
+    early = _variable("ARM64_EARLY").split()
+    assert early and set(early) < set(arm64), early  # one chain early, the others after everything
     for v in arm64:
         build = deps[f"test-arm64-build-{v}"]
-        assert "test-integration-lane-step" in build and "test-integration-test-lane-step" in build, build
+        assert "test-integration-test-lane-step" in build, build
+        assert ("test-integration-lane-step" in build) is (v not in early), build
+        assert [d for d in build if d.startswith("test-accept-")], build  # after the last acceptance runs
         assert not [d for d in build if d.startswith("test-arm64-build-")], build
         assert deps[f"test-arm64-{v}"] == [f"test-arm64-build-{v}"], deps[f"test-arm64-{v}"]
         assert f"test-arm64-{v}" in deps["test-lanes"]

@@ -70,11 +70,12 @@ def marked(path):
             and any("once_per_group" in ast.unparse(d) for d in f.decorator_list)}
 
 
-def test_the_marked_checks_are_the_monitor_and_lab_server_ones():
+def test_the_marked_checks_are_the_monitor_lab_server_and_shm_warning_ones():
     """What the marker's claim covers (smoke_tests/groups.py): a check marked elsewhere needs its
     own case for why variants of a group cannot differ on it."""
     found = {p.name: marked(p) for p in sorted((REPO / "smoke_tests").glob("test_*.py")) if marked(p)}
-    assert set(found) == {"test_gpu_monitor.py", "test_jupyter_lab.py"}
+    assert set(found) == {"test_gpu_monitor.py", "test_jupyter_lab.py", "test_behaviour.py"}
+    assert found["test_behaviour.py"] == {"test_docker_default_shm_gets_a_warning"}  # not the stop: PID 1's handler
     assert "test_the_smoke_report_on_the_cpu_says_nothing_was_sampled" not in found["test_gpu_monitor.py"]
     for per_image in ("test_jupyter_image_labels", "test_no_token_is_baked_into_the_image",
                       "test_the_jupyter_layer_adds_exactly_the_jupyter_lock", "test_the_variant_pins_still_hold_under_jupyterlab"):
