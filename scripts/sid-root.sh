@@ -134,10 +134,18 @@ else
   mkdir -p "$(dirname "$ROOT")"
   me "debootstrap --variant=minbase sid $ROOT ($MIRROR; ${PACKAGES[*]})"
   include=$(IFS=,; echo "${PACKAGES[*]}")
-  if ! debootstrap --variant=minbase --include="$include" sid "$side" "$MIRROR" >"$side.log" 2>&1; then
+  # A download the mirror did not deliver is tried again from an empty folder, up to 3 times (a
+  # cold CI run lost its arm64 base to "E: Couldn't download packages", 2026-12-06: the same
+  # rule as kerasenv base-offline, src/kerasenv/images/base_offline.py).
+  for try in 1 2 3; do
+    debootstrap --variant=minbase --include="$include" sid "$side" "$MIRROR" >"$side.log" 2>&1 && break
+    if [ "$try" -lt 3 ] && tail -1 "$side.log" | grep -qE "Couldn't download|Failed getting release|Couldn't get|Temporary failure resolving|Connection timed out"; then
+      me "debootstrap: $(tail -1 "$side.log"): trying again ($((try + 1)) of 3)"
+      rm -rf "$side"; sleep 10; continue
+    fi
     tail -5 "$side.log" >&2
     fail "debootstrap failed (whole log: $side.log)"
-  fi
+  done
   # The .debs are not needed once installed (80 MB).
   rm -f "$side"/var/cache/apt/archives/*.deb
   rm -f "$side.log"

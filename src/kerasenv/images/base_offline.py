@@ -60,12 +60,8 @@ def make(client, *, suite: str, tag: str | None = None, mirror: str = DEFAULT_MI
             f"({'about 3 minutes, under qemu' if foreign else 'about a minute'}) ...")
         if foreign and not Path("/proc/sys/fs/binfmt_misc/qemu-aarch64").exists():
             raise UsageError("no qemu registered for arm64 programs: run `sudo bash scripts/arm64-emulation.sh` and retry")
-        proc = subprocess.run(["debootstrap", "--variant=minbase", f"--arch={arch}", suite, str(rootfs), mirror],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            last = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["(no output)"]
-            hint = " (debootstrap needs root)" if "root" in last[0].lower() else ""
-            raise KerasenvError(f"debootstrap of {suite} from {mirror} failed{hint}: {last[0]}")
+        _debootstrap(["debootstrap", "--variant=minbase", f"--arch={arch}", suite, str(rootfs), mirror],
+                     rootfs, f"{suite} from {mirror}", say)
         _slim(rootfs, suite, mirror)
         archive = Path(tmp, "rootfs.tar")
         subprocess.run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(archive), "."],
@@ -82,6 +78,32 @@ def make(client, *, suite: str, tag: str | None = None, mirror: str = DEFAULT_MI
     size = unpacked_bytes(client.images.get(tag))  # attrs["Size"] is compressed on the containerd store
     say(f"imported {tag}: {size / 1e6:.0f} MB, {time.monotonic() - started:.0f} s")
     return tag
+
+
+# What debootstrap prints when a download from the archive failed: worth another try. A cold CI
+# run of 8beda00 (2026-12-06) lost its arm64 base, and with it the run, to one package the
+# mirror did not deliver ("E: Couldn't download packages: libdebconfclient0").
+TRANSIENT = ("Couldn't download", "Failed getting release file", "Failed getting release signature file",
+             "Couldn't get", "Temporary failure resolving", "Connection timed out")
+ATTEMPTS = 3
+
+
+def _debootstrap(argv: list[str], rootfs: Path, what: str, say, attempts: int = ATTEMPTS, pause: float = 10.0) -> None:
+    """debootstrap into `rootfs`, again from an empty folder after a failed download (up to
+    `attempts` times); any other failure, or the last, is a one-line error."""
+    for attempt in range(1, attempts + 1):
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode == 0:
+            return
+        last = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["(no output)"]
+        if attempt < attempts and any(t in last[0] for t in TRANSIENT):
+            say(f"debootstrap of {what}: {last[0]}: trying again ({attempt + 1} of {attempts})")
+            shutil.rmtree(rootfs, ignore_errors=True)
+            time.sleep(pause)
+            continue
+        hint = " (debootstrap needs root)" if "root" in last[0].lower() else ""
+        tries = f" ({attempt} tries)" if attempt > 1 else ""
+        raise KerasenvError(f"debootstrap of {what} failed{hint}{tries}: {last[0]}")
 
 
 def _set_architecture(client, tag: str, arch: str, tmp: Path) -> None:
