@@ -235,17 +235,27 @@ def finished_at(stamp: str) -> tuple[str, int]:
     return whole, int((fraction + "000000000")[:9] or 0)
 
 
-def _watch(containers, timeout: float) -> WorkerFailure | None:
+SETTLE_S = 3.0
+
+
+def _watch(containers, timeout: float, settle: float = SETTLE_S, poll: float = 0.5) -> WorkerFailure | None:
     """Poll until every worker exited; the failure is the worker that failed first.
 
-    "First" by Docker's FinishedAt, not by the order of the poll: a killed worker makes
-    its peers fail within a second, and the poll may see them in the same round."""
+    "First" by Docker's FinishedAt (the exit time containerd recorded), not by the order of the
+    poll: a killed worker makes its peers fail within a second. Once a failure is seen, the
+    others get `settle` seconds to be seen exited too: on a loaded machine the engine showed a
+    peer's exit 8 while the worker killed before it still read "running" (CI, the cold run of
+    2a3dcb5: "worker 0 exit 8" named instead of "worker 1 killed")."""
     deadline = time.monotonic() + timeout
     done: set[int] = set()
+    failed = []
+    settled_at = None
     while len(done) < len(containers):
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             return WorkerFailure(-1, 124, False, f"no result within {timeout:.0f} s")
-        failed = []
+        if settled_at is not None and now >= settled_at:
+            break
         for index, container in enumerate(containers):
             if index in done:
                 continue
@@ -255,12 +265,15 @@ def _watch(containers, timeout: float) -> WorkerFailure | None:
                 done.add(index)
                 if state["ExitCode"] != 0:
                     failed.append((state.get("FinishedAt") or "", index, container, state))
-        if failed:
-            _, index, container, state = min(failed, key=lambda f: (finished_at(f[0]), f[1]))
-            tail = container.logs(stdout=False, stderr=True).decode(errors="replace")[-1500:]
-            return WorkerFailure(index, state["ExitCode"], bool(state.get("OOMKilled")), tail)
-        time.sleep(0.5)
-    return None
+        if failed and settled_at is None:
+            settled_at = time.monotonic() + settle
+        if len(done) < len(containers):
+            time.sleep(poll)
+    if not failed:
+        return None
+    _, index, container, state = min(failed, key=lambda f: (finished_at(f[0]), f[1]))
+    tail = container.logs(stdout=False, stderr=True).decode(errors="replace")[-1500:]
+    return WorkerFailure(index, state["ExitCode"], bool(state.get("OOMKilled")), tail)
 
 
 def _stop(container) -> None:

@@ -29,6 +29,35 @@ def test_the_killed_worker_is_blamed_even_when_the_chief_is_seen_first():
     assert multiworker.describe(failure).startswith("worker 1 killed (SIGKILL)")
 
 
+class LaggingContainer(FakeContainer):
+    """Reads "running" for its first `lag` reloads, then exited: the engine showing a killed
+    worker's exit after its peer's (the cold CI run of 2a3dcb5)."""
+
+    def __init__(self, code: int, finished: str, lag: int, logs: bytes = b"") -> None:
+        super().__init__(code, finished, logs)
+        self._exited, self._lag = dict(self.attrs["State"]), lag
+        self.attrs = {"State": {"Status": "running", "ExitCode": 0, "FinishedAt": "0001-01-01T00:00:00Z"}}
+
+    def reload(self) -> None:
+        self._lag -= 1
+        if self._lag < 0:
+            self.attrs = {"State": self._exited}
+
+
+def test_the_killed_worker_is_blamed_when_the_engine_shows_its_exit_after_the_chiefs():
+    chief = FakeContainer(8, "2026-12-01T13:40:01.9Z", b"collective failed")
+    killed = LaggingContainer(137, "2026-12-01T13:40:01.25Z", lag=2, logs=b"last lines")
+    failure = multiworker._watch([chief, killed], timeout=5, settle=1.0, poll=0.01)
+    assert (failure.index, failure.exit_code, failure.tail) == (1, 137, "last lines")
+
+
+def test_a_failure_is_named_after_the_settle_time_while_a_peer_still_runs():
+    chief = FakeContainer(8, "2026-12-01T13:40:01.9Z", b"collective failed")
+    hung = LaggingContainer(0, "", lag=10**6)
+    failure = multiworker._watch([chief, hung], timeout=5, settle=0.05, poll=0.01)
+    assert (failure.index, failure.exit_code) == (0, 8)
+
+
 def test_fractions_of_different_length_sort_in_time_order():
     assert multiworker.finished_at("2026-12-01T13:40:01.25Z") < multiworker.finished_at("2026-12-01T13:40:01.3Z")
     assert multiworker.finished_at("2026-12-01T13:40:01Z") < multiworker.finished_at("2026-12-01T13:40:01.000000001Z")
