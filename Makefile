@@ -317,7 +317,7 @@ ARM64_AFTER := $(last_accepts) $(integration_step) $(integration_test_lane_step)
 # PyTorch one, whose build is the longer (438 s against 341 s in the cold run of 312070d). The
 # build lane's integration tests then ran alone on 2 cores, 19-38 % idle (+2400..+3000 s of that
 # run; BuildKit builds make no containers for the tests that count them, and test_build_failures
-# reads the engine's container list rather than inspecting each container).
+# lists containers with ignore_removed: one gone between list and inspect no longer fails it).
 ARM64_EARLY := torch2.15-cuda13.2
 ARM64_EARLY_AFTER := $(last_accepts) $(integration_test_lane_step)
 define arm64_steps

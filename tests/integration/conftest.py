@@ -57,8 +57,8 @@ def multiworker_left(docker, variant_id: str) -> list:
     By image, not by the label alone: the test lanes' lane_image steps run beside each other and
     beside the build lane's integration tests, each with its own multi-worker runs (in the warm
     .ci/run of d341ca4 the PyTorch lane's check counted the Keras 2 lane's two running workers)."""
-    return docker.containers.list(all=True, filters={"label": "io.kerasenv.kind=multiworker",
-                                                     "ancestor": f"kerasenv:{variant_id}"})
+    return docker.containers.list(all=True, ignore_removed=True,  # one removed between list and inspect
+                                  filters={"label": "io.kerasenv.kind=multiworker", "ancestor": f"kerasenv:{variant_id}"})
 
 
 def kerasenv(*args: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:

@@ -30,11 +30,10 @@ def broken_matrix(tmp_path):
 
 def _project_containers(docker):
     """Every container but an acceptance run's (`make test` accepts images beside these tests).
-    The engine's list itself (GET /containers/json, labels included): docker-py's
-    containers.list() inspects each listed container after the list, and one an acceptance run
-    removed in between failed this test with NotFound (issue 36's runs)."""
-    return {c["Id"] for c in docker.api.containers(all=True)
-            if "io.kerasenv.acceptance" not in (c.get("Labels") or {})}
+    ignore_removed: docker-py inspects each listed container after the list, and one an
+    acceptance run removed in between failed this test with NotFound (issue 36's runs)."""
+    return {c.id for c in docker.containers.list(all=True, ignore_removed=True)
+            if "io.kerasenv.acceptance" not in c.labels}
 
 
 def test_failed_build_names_the_step_and_its_output_and_leaves_no_container(docker, broken_matrix):

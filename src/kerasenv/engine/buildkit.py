@@ -204,11 +204,6 @@ def parse_records(df: dict) -> list[CacheRecord]:
             for r in rows if r.get("ID")]
 
 
-def _api_at_least(client, major: int, minor: int) -> bool:
-    m = re.match(r"(\d+)\.(\d+)", str(getattr(client.api, "_version", "") or ""))
-    return bool(m) and (int(m.group(1)), int(m.group(2))) >= (major, minor)
-
-
 def records(client, attempts: int = 5, pause: float = 1.0) -> list[CacheRecord]:
     """The engine's build cache records (GET /system/df).
 
@@ -216,17 +211,20 @@ def records(client, attempts: int = 5, pause: float = 1.0) -> list[CacheRecord]:
     moment: Docker 20.10 walks every image's layers for the answer and fails with "layer does not
     exist" when another lane removes an image (moby/moby#21215; CI's run of d56adce failed a built
     image's cache drop on it, 2026-12-06), and the containerd store failed the same way on a
-    snapshot a prune removed (moby/moby#51979, fixed in Docker 29.3). From API 1.42 (Docker 23)
+    snapshot a prune removed (moby/moby#51979). From API 1.42 (Docker 23)
     `type=build-cache` asks for the build cache alone and no image is walked; on 20.10 the call is
     asked again, a second later, up to `attempts` times."""
     import time
 
     from docker.errors import APIError
 
+    from .docker_client import api_at_least
+
     api = client.api
+    build_cache_only = api_at_least(getattr(api, "_version", None), (1, 42))
     for attempt in range(attempts):
         try:
-            if _api_at_least(client, 1, 42):
+            if build_cache_only:
                 return parse_records(api._result(api._get(api._url("/system/df"), params={"type": "build-cache"}), True))
             return parse_records(api.df())
         except APIError as exc:

@@ -92,19 +92,26 @@ def unpacks_zstd(server_version: str) -> bool | None:
 PLATFORM_INSPECT_API = (1, 49)
 
 
+def api_at_least(api_version: str | None, wanted: tuple[int, int]) -> bool:
+    """Whether an Engine API version ("1.41", as /version or docker-py's negotiation names it)
+    is `wanted` or later; False when there is none."""
+    import re
+
+    m = re.match(r"(\d+)\.(\d+)", api_version or "")
+    return bool(m) and (int(m.group(1)), int(m.group(2))) >= wanted
+
+
 def inspect_platform(c, ref: str, platform: str, api_version: str | None) -> dict | None:
     """`ref`'s image for `platform` ("linux/arm64"), as image inspect answers it, on an engine
     whose store holds several platforms under one tag; None where the engine predates the
     platform parameter or keeps one image per tag (the plain inspect is that image then)."""
     import json
-    import re
 
-    m = re.match(r"(\d+)\.(\d+)", api_version or "")
-    if not m or (int(m.group(1)), int(m.group(2))) < PLATFORM_INSPECT_API:
+    if not api_at_least(api_version, PLATFORM_INSPECT_API):
         return None
     parts = platform.split("/")
     wanted = {"os": parts[0], "architecture": parts[1], **({"variant": parts[2]} if len(parts) > 2 else {})}
-    version = f"{m.group(1)}.{m.group(2)}"
+    version = ".".join(api_version.split(".")[:2])
     response = c.api._get(f"{c.api.base_url}/v{version}/images/{ref}/json", params={"platform": json.dumps(wanted)})
     if response.status_code != 200:  # a single-platform image of another platform: the caller's check says so
         return None
