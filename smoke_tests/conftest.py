@@ -302,7 +302,9 @@ def inventory(inventories, target, request):
     """What the image holds, as its default user sees it: read once per image and shared by
     every module. The probe imports TensorFlow (5-10 s in a CUDA image), and what it reads
     (files, versions, environment of a fresh container's default user) is the image's: no
-    check writes into the image, and each module still runs its own checks in its own box."""
+    check writes into the image, and each module still runs its own checks in its own box.
+    On a JAX or PyTorch CUDA image test_backend_gpu_libraries' probe has read it already, in
+    its own interpreter (`--inventory`): one framework import fewer, 25-50 s under qemu."""
     from kerasenv_image.probes import inventory as probe
 
     if target.ref not in inventories:

@@ -17,6 +17,8 @@ qemu); the per-user variants below start three more containers and are not.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kerasenv_image.probes import gpu_libraries
@@ -36,8 +38,15 @@ def _jax_and_torch_images_only(target):
 
 
 @pytest.fixture(scope="module")
-def probe(box, target):
-    return parse(*box.exec(["python", "-m", gpu_libraries.__name__, *platforms.ptxas_probe_args(target.arch)]))
+def probe(box, target, inventories):
+    """The probe's result; its --inventory line fills the session's inventory of this image, so
+    test_labels and the others do not import the framework again (25-50 s each under qemu)."""
+    code, out = box.exec(["python", "-m", gpu_libraries.__name__, *platforms.ptxas_probe_args(target.arch),
+                          "--inventory"])
+    inventory = [json.loads(line)["inventory"] for line in out.splitlines() if line.startswith('{"inventory": ')]
+    assert len(inventory) == 1, f"the probe printed {len(inventory)} inventory lines:\n{out[-3000:]}"
+    inventories.setdefault(target.ref, inventory[0])
+    return parse(code, out)
 
 
 def fresh(docker, target, command: list[str], **kwargs) -> dict:

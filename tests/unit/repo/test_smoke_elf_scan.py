@@ -114,3 +114,33 @@ def test_base256_sizes_and_e_machine():
     assert elf_scan._number(bytes([0x80]) + bytes(3) + (5 * 2**33).to_bytes(8, "big")) == 5 * 2**33
     assert elf_scan._number(b"00000001750\0") == 0o1750
     assert elf_scan.e_machine(elf(183)) == 183 and elf_scan.e_machine(b"#!/bin/sh\n" * 3) is None
+
+
+def test_headers_read_in_place_count_as_the_archive_of_the_same_folder(tmp_path):
+    """A natively running image reads its venv's headers in place (read_headers, its source run
+    by the image's Python): the same Scan as the engine's archive of that folder gives."""
+    import inspect
+    import json
+    import os
+    import subprocess
+
+    files = {p: d for p, d in FILES.items() if p != LONG} | {"venv/lib/nvidia/cudnn/libcudnn.so.9": elf(183)}
+    for path, data in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(data)
+    os.symlink("/usr/bin/python3", tmp_path / "venv/bin/python")  # a link, as in every venv: not read
+    os.symlink("lib", tmp_path / "venv/lib64")  # a linked folder: not walked twice
+    script = inspect.getsource(elf_scan.read_headers) + \
+        f"import json; print(json.dumps(read_headers({str(tmp_path / 'venv')!r}, {str(tmp_path)!r})))"
+    found = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                      check=True).stdout)
+    in_place = elf_scan.from_headers(found, under=("venv/lib/nvidia/",), seconds=0.5)
+    archived = elf_scan.scan([archive(files, tarfile.PAX_FORMAT, symlinks={"venv/bin/python": "/usr/bin/python3"})],
+                             under=("venv/lib/nvidia/",))
+    assert in_place.files == archived.files == len(files)
+    assert dict(in_place.machines) == dict(archived.machines) == {183: 3, 190: 1, 62: 1, 22: 1}
+    assert in_place.truncated == archived.truncated == ["venv/lib/short"]
+    assert dict(in_place.under) == dict(archived.under) == {"venv/lib/nvidia/": 1}
+    assert in_place.not_built_for(183) == archived.not_built_for(183)
+    assert sorted(map(sorted, in_place.examples.values())) == sorted(map(sorted, archived.examples.values()))
+    assert in_place.bytes <= 64 * len(files) and in_place.seconds == 0.5

@@ -12,7 +12,8 @@ loader's normal search, and /proc/self/maps shows which file was mapped.
 Run in the image as `python -m kerasenv_image.probes.gpu_libraries` (by `kerasenv doctor
 --container` and the acceptance suite), it prints one JSON line; with `--devices` it also
 lists TensorFlow's physical GPUs and nvidia-smi -L, and with `--devices-only` it lists
-only those (every family). TensorFlow is imported inside check(), after stderr is
+only those (every family); with `--inventory` the inventory probe's JSON comes first, as
+`{"inventory": ...}`, from the same interpreter. TensorFlow is imported inside check(), after stderr is
 captured, so importing this module (the host does, for its name) is cheap.
 
 The backend is KERAS_BACKEND's (or `--backend NAME`): tensorflow (this module's check()),
@@ -216,6 +217,14 @@ def main(argv: list[str]) -> int:
         print(json.dumps({"backend": backend, **gpu_devices(gpus)}))
         return 0
     result = run(backend, argv)
+    if "--inventory" in argv:
+        # The inventory probe's JSON too, from this interpreter, after the check (which read
+        # /proc/self/maps before anything more was imported), on a line of its own before the
+        # result's, which stays the last: the acceptance suite's arm64 images run under qemu,
+        # where importing the framework a second time cost 25-50 s (cold run of 25c27a0).
+        from . import inventory
+
+        print(json.dumps({"inventory": inventory.collect()}), flush=True)
     print(json.dumps(result), flush=True)
     if result.get("failed"):
         print(one_line(result), file=sys.stderr)

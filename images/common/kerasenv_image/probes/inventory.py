@@ -98,7 +98,9 @@ def torch_facts() -> dict:
 FRAMEWORK_FACTS = {"tensorflow": tensorflow_facts, "jax": jax_facts, "torch": torch_facts}
 
 
-def main() -> None:
+def collect() -> dict:
+    """The inventory (main() prints it); also run by gpu_libraries --inventory in its own
+    interpreter, after its check."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     # The image sets KERAS_BACKEND; an image without it is a TensorFlow one (Keras' own default,
     # and the ROCm base image, which sets nothing).
@@ -114,7 +116,7 @@ def main() -> None:
     dists, vendored = distributions()
     with open("/etc/os-release") as os_release:
         release = dict(line.rstrip("\n").split("=", 1) for line in os_release if "=" in line)
-    print(json.dumps({
+    return {
         "os_release": release,
         "python": platform.python_version(),
         "executable": sys.executable,
@@ -127,7 +129,11 @@ def main() -> None:
         "uid": os.getuid(), "gid": os.getgid(),
         "home": home, "home_writable": os.access(home, os.W_OK),
         "env": dict(os.environ),
-    }))
+    }
+
+
+def main() -> None:
+    print(json.dumps(collect()))
 
 
 if __name__ == "__main__":

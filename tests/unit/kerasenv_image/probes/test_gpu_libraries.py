@@ -4,6 +4,7 @@ probe itself runs in the images: smoke_tests/test_tf_gpu_libraries.py)."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 from kerasenv_image.probes import gpu_libraries as probe
@@ -57,3 +58,16 @@ def test_the_probe_imports_nothing_of_kerasenv_and_tensorflow_only_when_it_runs(
     assert not any(m == "kerasenv" or m.startswith("kerasenv.") for m in modules)
     top_level = {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
     assert "tensorflow" not in top_level  # imported inside check(), after stderr is captured
+
+
+def test_inventory_comes_from_the_same_interpreter_after_the_check_and_the_result_stays_last(monkeypatch, capsys):
+    from kerasenv_image.probes import inventory
+
+    order = []
+    monkeypatch.setattr(probe, "run", lambda backend, argv: order.append(("check", backend)) or {"backend": backend})
+    monkeypatch.setattr(inventory, "collect", lambda: order.append(("inventory",)) or {"backend": "jax", "keras": "3"})
+    assert probe.main(["--backend", "jax", "--inventory"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert order == [("check", "jax"), ("inventory",)]  # the check read /proc/self/maps first
+    assert [json.loads(line) for line in lines] == [{"inventory": {"backend": "jax", "keras": "3"}}, {"backend": "jax"}]
+    assert probe.main(["--backend", "jax"]) == 0 and len(capsys.readouterr().out.splitlines()) == 1
