@@ -3,8 +3,10 @@ distribution registry): digests and labels survive the round trip, a tag whose l
 matrix is reported, and the layers an image shares with one already pushed are not sent again;
 a zstd push unpacks in containerd, and Docker < 23's refusal of it is explained.
 
-One image, the JAX CPU one (the smallest), pushed once per module (fixture `pushed`); the
-stale tag is that image with one label changed, so its push sends no layer. Pushing the TF CPU
+One image, the JAX CPU one (2.64 GB; the TF CPU image is smaller, 1.80 GB, but the test lane's
+Podman checks `docker save` it while this module removes and pulls back its image's tags), pushed
+once per module (fixture `pushed`); the stale tag is that image with one label changed, so its push
+sends no layer. Pushing the TF CPU
 image too (for the shared base layers) cost CI about 90 s more, and the 6.7 GB GPU image
 240 s, for the same checks (its CUDA layers' pull is `kerasenv bench-pull`'s measurement)."""
 
