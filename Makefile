@@ -301,7 +301,8 @@ last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(s
 # one image's checks alone: the arm64 tail took 943 s in the cold run of 71a99d2, 847 s side by
 # side in that of 312070d, where each step ran slower beside the other). Their builder stages go
 # with each build (nothing rebuilds them), and with DROP_TESTED_IMAGES the image once checked.
-# They start once every amd64 step is done, but ARM64_EARLY (below). All beside the integration tests (tried in the runs of
+# They start once every amd64 step is done (ARM64_EARLY, below, earlier). All of them beside the
+# integration tests (tried in the runs of
 # 2c273da, 2026-12-06) they saved no time on 2 cores (the integration step went from 1010 to 1610
 # s, the JAX arm64 build from 404 to 789 s) and their build containers (the classic builder's; BuildKit
 # makes none) broke the integration

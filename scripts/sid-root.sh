@@ -136,10 +136,12 @@ else
   include=$(IFS=,; echo "${PACKAGES[*]}")
   # A download the mirror did not deliver is tried again from an empty folder, up to 3 times (a
   # cold CI run lost its arm64 base to "E: Couldn't download packages", 2026-12-06: the same
-  # rule as kerasenv base-offline, src/kerasenv/images/base_offline.py).
+  # rule as kerasenv base-offline: these are its TRANSIENT lines, src/kerasenv/images/base_offline.py,
+  # and tests/unit/repo/test_sid_root.py keeps the two lists equal).
+  transient="Couldn't download|Failed getting release file|Failed getting release signature file|Couldn't get|Temporary failure resolving|Connection timed out"
   for try in 1 2 3; do
     debootstrap --variant=minbase --include="$include" sid "$side" "$MIRROR" >"$side.log" 2>&1 && break
-    if [ "$try" -lt 3 ] && tail -1 "$side.log" | grep -qE "Couldn't download|Failed getting release|Couldn't get|Temporary failure resolving|Connection timed out"; then
+    if [ "$try" -lt 3 ] && tail -1 "$side.log" | grep -qE "$transient"; then
       me "debootstrap: $(tail -1 "$side.log"): trying again ($((try + 1)) of 3)"
       rm -rf "$side"; sleep 10; continue
     fi

@@ -49,3 +49,11 @@ def test_test_prereqs_makes_it_as_root_and_names_the_command_otherwise():
     text = (REPO / "scripts" / "test-prereqs.sh").read_text()
     assert "bash scripts/sid-root.sh --quiet" in text
     assert "bash scripts/sid-root.sh --check >/dev/null || bash scripts/sid-root.sh --check" in text
+
+
+def test_a_failed_download_is_retried_on_the_same_lines_as_base_offline():
+    """The sid root's debootstrap retries on the lines kerasenv base-offline retries on."""
+    from kerasenv.images import base_offline
+
+    line = re.search(r'^\s*transient="([^"]*)"', SCRIPT.read_text(), re.M).group(1)
+    assert line.split("|") == list(base_offline.TRANSIENT)
