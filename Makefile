@@ -314,12 +314,15 @@ last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(s
 # start plus the budget; `kerasenv build --wait-for-disk`).
 ARM64_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^\[variant\.arm64\]/{print id}' images/matrix.toml)
 ARM64_AFTER := $(last_accepts) $(integration_step) $(integration_test_lane_step)
-# One chain starts when the test lanes are done, beside the build lane's integration tests: the
-# PyTorch one, whose build is the longer (438 s against 341 s in the cold run of 312070d). The
-# build lane's integration tests then ran alone on 2 cores, 19-38 % idle (+2400..+3000 s of that
-# run; BuildKit builds make no containers for the tests that count them, and test_build_failures
+# These chains start when the test lanes are done, beside the build lane's integration tests: first
+# the PyTorch one, whose build is the longer (438 s against 341 s in the cold run of 312070d; the
+# build lane's integration tests then ran alone on 2 cores, 19-38 % idle at +2400..+3000 s of that
+# run); then the JAX one too, since the CPU was 17 % idle at +2400..+2700 s of the cold run of
+# f55aacf, where the JAX build waited for the integration tests while only PyTorch's checks ran
+# (BuildKit builds make no containers for the tests that count them, and test_build_failures
 # lists containers with ignore_removed: one gone between list and inspect no longer fails it).
-ARM64_EARLY := torch2.15-cuda13.2
+# A new arm64 variant waits for every amd64 step (ARM64_AFTER) until a cold run says otherwise.
+ARM64_EARLY := torch2.15-cuda13.2 jax0.12-cuda12.9
 ARM64_EARLY_AFTER := $(last_accepts) $(integration_test_lane_step)
 define arm64_steps
 # $(1): the variant

@@ -5,6 +5,7 @@ collide. docs/reference/reliability.md lists each case with the test that proves
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -164,13 +165,18 @@ def test_interrupted_build_leaves_the_previous_image_tagged_and_no_container(doc
     def sleeping_step():
         # The step's shell, seen from the host: a classic build runs it in a container, BuildKit in
         # an executor of its own (no container to list); both are processes of this machine.
+        # os.listdir, not Path.glob: glob stats each match while it lists, so a process that ends
+        # between the two raised ProcessLookupError from inside the loop's iterator, outside the try
+        # (CI run of 7b9b789).
         found = []
-        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
             try:
-                if b"kerasenv-test: sleeping" in cmdline.read_bytes():
-                    found.append(cmdline.parent.name)
+                if b"kerasenv-test: sleeping" in Path("/proc", pid, "cmdline").read_bytes():
+                    found.append(pid)
             except OSError:
-                continue  # gone while listed
+                continue  # gone while listed (ProcessLookupError, FileNotFoundError)
         return found
 
     try:
