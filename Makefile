@@ -301,27 +301,27 @@ last_accepts := $(addprefix test-accept-,$(lastword $(LANE_VARIANTS)) $(word $(s
 # one image's checks alone: the arm64 tail took 943 s in the cold run of 71a99d2, 847 s side by
 # side in that of 312070d, where each step ran slower beside the other). Their builder stages go
 # with each build (nothing rebuilds them), and with DROP_TESTED_IMAGES the image once checked.
-# They start once every amd64 step is done (ARM64_EARLY, below, earlier). All of them beside the
-# integration tests (tried in the runs of
-# 2c273da, 2026-12-06) they saved no time on 2 cores (the integration step went from 1010 to 1610
-# s, the JAX arm64 build from 404 to 789 s) and their build containers (the classic builder's; BuildKit
-# makes none) broke the integration
-# tests that count containers (test_build_failures: a step container of the arm64 build appeared
-# beside its failed build; a container gone between list and inspect). Beside the amd64 lanes (the
+# A chain starts once every amd64 step is done, or beside the build lane's integration tests where
+# ARM64_EARLY (below) names it. The first try of that (the runs of 2c273da, 2026-12-06) saved no
+# time on 2 cores (the integration step went from 1010 to 1610 s, the JAX arm64 build from 404 to
+# 789 s), and the classic builder's step containers broke the integration tests that count
+# containers (test_build_failures: a step container of the arm64 build appeared beside its failed
+# build; a container gone between list and inspect); the arm64 builds now go through BuildKit,
+# which makes none. Beside the amd64 lanes (the
 # first try) they took 1.3-1.9x off every amd64 step and put an arm64 build (twice its 8 GB at once)
 # on top of the integration tests' disk peak, where the CI run of 5f1a731 ran out of disk. Every
 # build also waits for room under KERASENV_DISK_CEILING where `.ci/run` sets it (the disk at the
 # start plus the budget; `kerasenv build --wait-for-disk`).
 ARM64_VARIANTS := $(shell awk -F'"' '/^id = /{id=$$2} /^\[variant\.arm64\]/{print id}' images/matrix.toml)
 ARM64_AFTER := $(last_accepts) $(integration_step) $(integration_test_lane_step)
-# These chains start when the test lanes are done, beside the build lane's integration tests: first
-# the PyTorch one, whose build is the longer (438 s against 341 s in the cold run of 312070d; the
-# build lane's integration tests then ran alone on 2 cores, 19-38 % idle at +2400..+3000 s of that
-# run); then the JAX one too, since the CPU was 17 % idle at +2400..+2700 s of the cold run of
-# f55aacf, where the JAX build waited for the integration tests while only PyTorch's checks ran
-# (BuildKit builds make no containers for the tests that count them, and test_build_failures
-# lists containers with ignore_removed: one gone between list and inspect no longer fails it).
-# A new arm64 variant waits for every amd64 step (ARM64_AFTER) until a cold run says otherwise.
+# ARM64_EARLY's chains start when the test lanes are done, beside the build lane's integration
+# tests (test_build_failures lists containers with ignore_removed: one gone between list and
+# inspect no longer fails it). First the PyTorch one, whose build is the longer (438 s against
+# 341 s in the cold run of 312070d; the build lane's integration tests then ran alone on 2 cores,
+# 19-38 % idle at +2400..+3000 s); then the JAX one too, since the CPU was 17 % idle at
+# +2400..+2700 s of the cold run of f55aacf, where the JAX build waited (0-6 % over that stretch
+# in the cold run of 98535a5, green in 2817 s). A new arm64 variant waits for every amd64 step
+# (ARM64_AFTER) until a cold run measures it early.
 ARM64_EARLY := torch2.15-cuda13.2 jax0.12-cuda12.9
 ARM64_EARLY_AFTER := $(last_accepts) $(integration_test_lane_step)
 define arm64_steps
