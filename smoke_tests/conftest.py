@@ -103,6 +103,11 @@ class Target:
         return platforms.target_id(self.variant, self.ref, self.arch)
 
 
+# The refs of the images this engine runs under emulation (Target.emulated): every container
+# `start` makes of one gets the arm64 hosts' CPU model (platforms.emulated_environment).
+_EMULATED_REFS: set[str] = set()
+
+
 def _targets(config) -> list[Target]:
     cached = getattr(config, "_kerasenv_targets", None)
     if cached is not None:
@@ -133,6 +138,7 @@ def _targets(config) -> list[Target]:
         # usage error: an arm64 image of an amd64-only variant must fail there.
         arch = platforms.normalize_arch(image.attrs.get("Architecture"))
         targets.append(Target(ref, matrix.get(variant_id), arch, emulated=arch != host_arch))
+    _EMULATED_REFS.update(t.ref for t in targets if t.emulated)
     config._kerasenv_targets = targets
     return targets
 
@@ -336,6 +342,8 @@ def start(docker, ref: str, command, **kwargs):
     starts; after a killed run: `docker rm -f $(docker ps -aq --filter label=io.kerasenv.acceptance)`."""
     if _CHECKOUT_MOUNT:  # --checkout-probes
         kwargs["volumes"] = {**_CHECKOUT_MOUNT, **(kwargs.get("volumes") or {})}
+    if ref in _EMULATED_REFS:  # qemu emulates the CPU of the arm64 hosts (platforms.EMULATED_ARM64_CPU)
+        kwargs["environment"] = platforms.emulated_environment(kwargs.get("environment"))
     container = docker.containers.create(ref, command, labels={TEST_LABEL: SESSION}, **kwargs)
     try:
         container.start()

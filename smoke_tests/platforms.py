@@ -34,6 +34,32 @@ PTXAS_TARGETS = {AMD64: ("sm_100a", "sm_120a"), ARM64: ("sm_90a", "sm_100a", "sm
 ARM64_GPUS = ((9, 0), (10, 0), (12, 1))
 
 
+# The CPU qemu-user emulates for an arm64 image on an amd64 engine: QEMU_CPU in the container's
+# environment, which qemu reads at each exec (https://www.qemu.org/docs/master/user/main.html,
+# "QEMU_CPU"). qemu's default model, `max`, has 512-bit SVE and SME, which no host of these images
+# has: PyTorch 2.15 then takes its generic CPU kernels ("DEFAULT"), each step of the small smoke
+# about 5 s. neoverse-n2 is Armv9.0 with 128-bit SVE2 and no SME, the vector width of Grace's
+# Neoverse V2 cores ("4x 128b SVE2", https://docs.nvidia.com/grace-perf-tuning-guide/index.html)
+# and of DGX Spark's cores; qemu 10.0 has no V2 model. PyTorch's CPU capability there is
+# "SVE128", the kernels a Grace host runs, and the small smoke took 96 s against 305 s (189 CPU-s
+# against about 600), the same losses to the last digit (2026-12-07, this 2-core machine). It
+# has the LSE atomics PyTorch's aarch64 wheels need (scripts/arm64-emulation.sh).
+EMULATED_ARM64_CPU = "neoverse-n2"
+
+
+def emulated_environment(environment):
+    """A container's `environment` (dict, list of "K=V", or None) with QEMU_CPU set to
+    EMULATED_ARM64_CPU, unless the caller set QEMU_CPU itself."""
+    if environment is None:
+        return {"QEMU_CPU": EMULATED_ARM64_CPU}
+    if isinstance(environment, dict):
+        return {"QEMU_CPU": EMULATED_ARM64_CPU, **environment}
+    items = list(environment)
+    if any(str(item).split("=", 1)[0] == "QEMU_CPU" for item in items):
+        return items
+    return [f"QEMU_CPU={EMULATED_ARM64_CPU}", *items]
+
+
 def normalize_arch(name: str | None) -> str:
     """amd64 | arm64 from an image's or the engine's architecture name (anything else as is)."""
     return _ARCH_NAMES.get((name or "").lower(), (name or "").lower())

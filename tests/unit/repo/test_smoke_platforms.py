@@ -116,3 +116,22 @@ def test_pip_checks_not_supported_line_and_sbsa_only_wheels():
     assert not platforms.sbsa_only(sbsa + "Tag: py3-none-manylinux2014_x86_64\n")
     assert not platforms.sbsa_only("Wheel-Version: 1.0\nTag: py3-none-manylinux_2_28_x86_64\n")
     assert not platforms.sbsa_only("Wheel-Version: 1.0\n")
+
+
+@pytest.mark.parametrize("given, expected", [
+    (None, {"QEMU_CPU": "neoverse-n2"}),
+    ({"OUT_DIR": "/out"}, {"QEMU_CPU": "neoverse-n2", "OUT_DIR": "/out"}),
+    ({"QEMU_CPU": "max"}, {"QEMU_CPU": "max"}),  # a check that asks for a model keeps it
+    (["A=1"], ["QEMU_CPU=neoverse-n2", "A=1"]),
+    (["QEMU_CPU=cortex-a72", "A=1"], ["QEMU_CPU=cortex-a72", "A=1"]),
+])
+def test_an_emulated_container_gets_the_arm64_hosts_cpu_model_unless_it_names_one(given, expected):
+    assert platforms.EMULATED_ARM64_CPU == "neoverse-n2"
+    assert platforms.emulated_environment(given) == expected
+
+
+def test_the_suite_gives_every_container_of_an_emulated_image_that_model():
+    conftest = (REPO / "smoke_tests" / "conftest.py").read_text(encoding="utf-8")
+    start = conftest.split("def start(", 1)[1].split("\ndef ", 1)[0]
+    assert "platforms.emulated_environment(" in start and "_EMULATED_REFS" in start
+    assert "_EMULATED_REFS.update(" in conftest.split("def _targets(", 1)[1].split("\ndef ", 1)[0]
