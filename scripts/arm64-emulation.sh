@@ -9,7 +9,9 @@
 # - qemu >= 10: bookworm's qemu 7.2 hung at `import torch` (aarch64, PyTorch 2.15); 10.0.2 from
 #   bookworm-backports (trixie: 10.0.x in the suite itself) runs it. Older than 10 is refused.
 # - qemu's default CPU model (`max`) has the LSE atomics PyTorch >= 2.10's aarch64 wheels need
-#   (bundled mimalloc); a cortex-a57 model dies with SIGILL (vectorize-io/hindsight#4201).
+#   (bundled mimalloc); a cortex-a57 model dies with SIGILL (vectorize-io/hindsight#4201). The
+#   registration keeps `max`; the acceptance suite gives each emulated container QEMU_CPU=neoverse-n2
+#   (smoke_tests/platforms.py: Grace's 128-bit SVE2, LSE included; `max` has 512-bit SVE and SME).
 # - The 10.x packages register through systemd's /usr/lib/binfmt.d/qemu-aarch64.conf (package
 #   qemu-user-binfmt), not binfmt-support: without systemd (containers, CI) that line is written to
 #   /proc/sys/fs/binfmt_misc/register here. Its F flag opens the interpreter at registration, so

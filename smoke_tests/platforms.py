@@ -36,12 +36,12 @@ ARM64_GPUS = ((9, 0), (10, 0), (12, 1))
 
 # The CPU qemu-user emulates for an arm64 image on an amd64 engine: QEMU_CPU in the container's
 # environment, which qemu reads at each exec (https://www.qemu.org/docs/master/user/main.html,
-# "QEMU_CPU"). qemu's default model, `max`, has 512-bit SVE and SME, which no host of these images
-# has: PyTorch 2.15 then takes its generic CPU kernels ("DEFAULT"), each step of the small smoke
+# "QEMU_CPU"). qemu's default model, `max`, has 512-bit SVE and SME, which Grace (GH200, GB200)
+# has not: PyTorch 2.15 then takes its generic CPU kernels ("DEFAULT"), each step of the small smoke
 # about 5 s. neoverse-n2 is Armv9.0 with 128-bit SVE2 and no SME, the vector width of Grace's
-# Neoverse V2 cores ("4x 128b SVE2", https://docs.nvidia.com/grace-perf-tuning-guide/index.html)
-# and of DGX Spark's cores; qemu 10.0 has no V2 model. PyTorch's CPU capability there is
-# "SVE128", the kernels a Grace host runs, and the small smoke took 96 s against 305 s (189 CPU-s
+# Neoverse V2 cores ("4x 128b SVE2", https://docs.nvidia.com/grace-perf-tuning-guide/index.html);
+# qemu 10.0 has no V2 model. PyTorch's CPU capability there is
+# "SVE128", its kernels for Grace's vector width, and the small smoke took 96 s against 305 s (189 CPU-s
 # against about 600), the same losses to the last digit (2026-12-07, this 2-core machine). It
 # has the LSE atomics PyTorch's aarch64 wheels need (scripts/arm64-emulation.sh).
 EMULATED_ARM64_CPU = "neoverse-n2"
