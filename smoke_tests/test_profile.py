@@ -9,6 +9,7 @@ that part cannot run here (no GPU), and nothing below pretends it did."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ from .conftest import run_once
 
 FAMILIES = {"cpu", "cuda"}  # ROCm: AMD's image, no plugin of ours
 SCRIPT = Path(__file__).parent / "profile_script"
+# the slow pipeline's sleep per batch, read from the script it runs (one value, not two)
+SLEEP_S = float(re.search(r"^SLEEP_S = ([0-9.]+)$", (SCRIPT / "input_pipeline.py").read_text(encoding="utf-8"),
+                          re.M).group(1))
 
 
 def test_the_tensorboard_command_starts(docker, target):
@@ -101,7 +105,11 @@ def test_a_slow_tf_data_map_is_input_bound_and_a_fast_one_is_not(docker, target,
     results = {r["pipeline"]: r["result"] for r in map(json.loads, out.strip().splitlines()[-2:])}
     fast, slow = results["fast"], results["slow"]
     assert slow["input_wait_fraction"] >= 0.30, slow
-    assert slow["wait_ms_per_step"] >= 10  # most of the 20 ms sleep per batch: prefetch(2) cannot hide it
+    # One batch per 20 ms sleep at most (the map runs one call at a time): the producer bounds the
+    # step, whatever the machine. The wait itself is the sleep less what the step computes beside
+    # it, so it has no floor of its own: 18-20 ms on an idle machine, 7.6 ms on a loaded one (the
+    # cold run of e35b9bd, where `>= 10` failed and the fraction still passed).
+    assert slow["step_ms"] >= 0.9 * 1000 * SLEEP_S, slow
     assert slow["line"].endswith("the data pipeline is the bottleneck (see Profile → Input pipeline)")
     assert fast["input_wait_fraction"] < 0.30, fast
     assert fast["line"].endswith("it keeps up (under 30 %)")
