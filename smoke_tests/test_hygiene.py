@@ -64,7 +64,7 @@ def test_no_build_ca_in_the_image(docker, target):
 
 def test_no_build_stage_leftovers(root_host, image):
     for path in ("/tmp/build-trust", "/tmp/build", "/opt/cuda-libs", "/opt/cuda-parts", "/opt/cuda-extras",
-                 "/opt/kerasenv-pins"):
+                 "/opt/kerasenv-pins", "/opt/venv-tree", "/tmp/image-code", "/tree"):
         assert not root_host.file(path).exists, path
     env = dict(item.split("=", 1) for item in image.attrs["Config"]["Env"])
     assert not {"PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"} & set(env)

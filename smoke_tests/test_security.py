@@ -36,6 +36,18 @@ def test_the_debian_updates_label_is_the_state_apt_saw_while_building(image, box
     assert debian.parse_label(seen).as_dict() == state.as_dict()
 
 
+def test_every_layer_below_the_last_was_built_at_the_point_release_the_label_names(image, box):
+    """Issue 52: python-base and every step below the runtime's last are built at the suite's point
+    release only (/etc/kerasenv/debian-point-release, written by debian-updates.sh --point-release),
+    the first entry of the label; the -updates and -security fixes are the last step's."""
+    state = debian.parse_label((image.labels or {}).get(debian.LABEL, ""))
+    assert state is not None
+    code, seen = box.exec(["cat", debian.POINT_RELEASE_IN_IMAGE])
+    assert code == 0, seen
+    suite = state.suites[0]
+    assert seen.strip() == f"{suite}@{state.as_dict()[suite]}", (seen, state.label())
+
+
 def test_no_installed_debian_package_has_a_pending_security_fix(docker, box, target):
     code, listing = box.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n"])
     assert code == 0 and listing.strip(), listing

@@ -46,9 +46,12 @@ fi
 # image user runs can rewrite them, and the venv's layer (owned by the user, see below) does
 # not take site-packages/nvidia over. Always created, so the runtime's COPY has a source in
 # every variant. Their dist-info stays in the venv, for pip's view of what is installed.
-mkdir -p /opt/cuda-extras/nvidia
+# They go as a tree from / (/opt/cuda-extras/tree), whose parent folders are the venv's own, so
+# the runtime's COPY of it dates nothing with the build's time (issue 52).
+extras=/opt/cuda-extras/tree$site_packages/nvidia
+mkdir -p "$extras"
 if [ -d "$site_packages"/nvidia ]; then
-  mv "$site_packages"/nvidia/* /opt/cuda-extras/nvidia/
+  mv "$site_packages"/nvidia/* "$extras"/
   rmdir "$site_packages"/nvidia
 fi
 
@@ -63,6 +66,39 @@ rm -rf "$site_packages"/tensorflow/include
 # group 0). Directories are setgid so what a user installs stays group 0 as well. Owned
 # 1000:0 here too: the runtime's COPY --from keeps owners (a --chown there re-owned every file
 # while copying, 5-10 s of each build).
+# The in-image package is importable by every Python of the venv, so a user's own script can
+# `from kerasenv_image import GpuMonitor` (any --user, `env -i`, subprocesses: a .pth file, not
+# PYTHONPATH). Its `import` line runs kerasenv_triton_first.py at every start: where Triton is
+# installed (PyTorch), Triton's LLVM is loaded before TensorFlow's (that file says why).
+printf '%s\n' /opt/kerasenv 'import kerasenv_triton_first' > "$site_packages"/kerasenv-image.pth
 chown -R 1000:0 "$venv"
 chmod -R g+w "$venv"
 find "$venv" -type d -exec chmod g+s {} +
+# The extras tree's folders above nvidia/ take the venv's owner and mode (a COPY of a folder sets
+# the image's folder to them); nvidia/ itself is the CUDA parts' (root, 755).
+dir=$site_packages
+while [ "$dir" != / ]; do
+  chown --reference="$dir" /opt/cuda-extras/tree"$dir"
+  chmod --reference="$dir" /opt/cuda-extras/tree"$dir"
+  dir=$(dirname "$dir")
+done
+chmod 755 /opt/cuda-extras/tree
+
+# The same bytes from the same lock (issue 52): pip's bytecode records its source's hash, not its
+# install time (SOURCE_DATE_EPOCH in the builder stages), and every file is dated
+# SOURCE_DATE_EPOCH, as pip dates them by the install.
+epoch=${SOURCE_DATE_EPOCH:-0}
+find "$venv" /opt/cuda-extras -exec touch -h -d "@$epoch" {} +
+# The runtime copies the venv as a tree from / (/opt/venv-tree/opt/venv, hard links: no second
+# copy of its files): a COPY of the folder itself onto the runtime's /opt/venv dated that folder
+# with the build's time.
+mkdir -p /opt/venv-tree"$(dirname "$venv")"
+dir=$(dirname "$venv")
+while [ "$dir" != / ]; do
+  chown --reference="$dir" /opt/venv-tree"$dir"
+  chmod --reference="$dir" /opt/venv-tree"$dir"
+  dir=$(dirname "$dir")
+done
+chmod 755 /opt/venv-tree
+cp -al "$venv" /opt/venv-tree"$venv"
+find /opt/venv-tree -exec touch -h -d "@$epoch" {} +

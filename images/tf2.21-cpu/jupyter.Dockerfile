@@ -25,16 +25,23 @@ COPY tf2.21-cpu/requirements-jupyter.lock /tmp/build/
 RUN bundle=/tmp/build-trust/pip-ca-bundle.pem \
  && cat "$(python -c 'import pip._vendor.certifi as c; print(c.where())')" > "$bundle" \
  && if [ -f /tmp/build-trust/build-ca.pem ]; then cat /tmp/build-trust/build-ca.pem >> "$bundle"; fi \
- && PIP_CERT="$bundle" pip install --no-cache-dir --no-deps --require-hashes --only-binary=:all: \
-        --prefix /opt/jupyter-stage/venv -r /tmp/build/requirements-jupyter.lock \
+ && PIP_CERT="$bundle" SOURCE_DATE_EPOCH=0 PYTHONHASHSEED=0 pip install --no-cache-dir --no-deps --require-hashes \
+        --only-binary=:all: --prefix /opt/jupyter-stage/venv -r /tmp/build/requirements-jupyter.lock \
  && chown -R 1000:0 /opt/jupyter-stage/venv \
  && chmod -R g+w /opt/jupyter-stage/venv \
- && find /opt/jupyter-stage/venv -type d -exec chmod g+s {} +
+ && find /opt/jupyter-stage/venv -type d -exec chmod g+s {} + \
+ && install -d /opt/jupyter-stage/tree/opt \
+ && chown --reference=/opt /opt/jupyter-stage/tree/opt && chmod --reference=/opt /opt/jupyter-stage/tree/opt \
+ && mv /opt/jupyter-stage/venv /opt/jupyter-stage/tree/opt/venv \
+ && chown --reference=/opt/venv /opt/jupyter-stage/tree/opt/venv \
+ && chmod --reference=/opt/venv /opt/jupyter-stage/tree/opt/venv \
+ && chmod 755 /opt/jupyter-stage/tree \
+ && find /opt/jupyter-stage/tree -exec touch -h -d @0 {} +
 
 # ---- runtime: the variant's image and the JupyterLab layer, owned like the venv (1000:0)
 FROM ${VARIANT_IMAGE}
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-COPY --from=jupyter-builder /opt/jupyter-stage/venv/ /opt/venv/
+COPY --from=jupyter-builder /opt/jupyter-stage/tree/ /
 # A build-time test: the layer is complete (pip check over the whole venv) and it is the
 # JupyterLab of the matrix. No bytecode written: it would land in this layer.
 RUN PYTHONDONTWRITEBYTECODE=1 pip check \

@@ -18,6 +18,15 @@ ARG TARGET_PLATFORM=linux/arm64
 FROM scratch AS build-ca
 COPY build/build-ca.md torch2.15-cuda13.2/build-ca.pe[m] /
 
+# ---- build-scripts: the build steps' scripts that run in the image's own layers, as a tree
+FROM ${BUILD_IMAGE} AS build-scripts
+COPY build/debian-updates.sh build/point-release-sources.sh build/clamp-mtimes.sh build/cuda-loader-config.sh /in/
+RUN for tree in /out /out-cuda; do install -d -m 755 "$tree" && install -d -m 1777 "$tree"/tmp \
+      && install -d -m 755 "$tree"/tmp/build; done \
+ && install -m 755 /in/debian-updates.sh /in/point-release-sources.sh /in/clamp-mtimes.sh /out/tmp/build/ \
+ && install -m 755 /in/cuda-loader-config.sh /out-cuda/tmp/build/ \
+ && find /out /out-cuda -exec touch -h -d @0 {} +
+
 # ---- python-base: OS and interpreter, shared by every stage (and variant) on this base
 # The arm64 stages (base, runtime) on purpose, whatever the build machine:
 # hadolint ignore=DL3029
@@ -26,10 +35,9 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV LANG=C.UTF-8 \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-ARG DEBIAN_UPDATES=unknown
-COPY build/debian-updates.sh /tmp/build/
-RUN bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES" ca-certificates python3 graphviz \
- && rm -rf /tmp/build /var/cache/apt/*.bin \
+COPY --from=build-scripts /out/ /
+ARG DEBIAN_POINT_RELEASE=unknown
+RUN bash /tmp/build/debian-updates.sh --point-release "$DEBIAN_POINT_RELEASE" ca-certificates python3 graphviz \
  && python3 --version | grep -q '^Python 3\.13\.' \
  && dot -V
 
@@ -38,11 +46,13 @@ FROM ${BUILD_IMAGE} AS build-trust
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV LANG=C.UTF-8 \
     VIRTUAL_ENV=/opt/venv \
-    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-ARG DEBIAN_UPDATES=unknown
-COPY build/debian-updates.sh /tmp/build/
-RUN bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES" ca-certificates python3 python3-venv \
- && rm -rf /tmp/build /var/lib/apt/lists/* /var/cache/apt/*.bin \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    SOURCE_DATE_EPOCH=0 \
+    PYTHONHASHSEED=0
+ARG DEBIAN_POINT_RELEASE=unknown
+COPY --from=build-scripts /out/ /
+RUN bash /tmp/build/debian-updates.sh --point-release "$DEBIAN_POINT_RELEASE" ca-certificates python3 python3-venv \
+ && rm -rf /tmp/build \
  && python3 --version | grep -q '^Python 3\.13\.' \
  && python3 -m venv /opt/venv
 ENV PIP_PLATFORM="manylinux_2_41_aarch64 manylinux_2_40_aarch64 manylinux_2_39_aarch64 manylinux_2_38_aarch64 manylinux_2_37_aarch64 manylinux_2_36_aarch64 manylinux_2_35_aarch64 manylinux_2_34_aarch64 manylinux_2_33_aarch64 manylinux_2_32_aarch64 manylinux_2_31_aarch64 manylinux_2_30_aarch64 manylinux_2_29_aarch64 manylinux_2_28_aarch64 manylinux_2_27_aarch64 manylinux_2_26_aarch64 manylinux_2_25_aarch64 manylinux_2_24_aarch64 manylinux_2_23_aarch64 manylinux_2_22_aarch64 manylinux_2_21_aarch64 manylinux_2_20_aarch64 manylinux_2_19_aarch64 manylinux_2_18_aarch64 manylinux_2_17_aarch64 manylinux2014_aarch64" \
@@ -78,32 +88,33 @@ RUN bash /tmp/build/install-locked-venv.sh /opt/venv 3.13 /tmp/build/requirement
 COPY build/write-pip-constraints.sh /tmp/build/
 RUN bash /tmp/build/write-pip-constraints.sh /opt/kerasenv-pins torch==2.15.0 /tmp/build/requirements*.lock
 
+# ---- image-tree: the runtime's own files outside the venv, as one tree (build/image-tree.sh)
+FROM python-base AS image-tree
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+COPY common/ /tmp/image-code/
+COPY build/image-tree.sh /tmp/build/
+RUN bash /tmp/build/image-tree.sh /tree /tmp/image-code --cuda
+
 # ---- runtime: interpreter + venv, no build tools, no build CA, non-root
 FROM python-base AS runtime
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-RUN useradd --create-home --uid 1000 --user-group --shell /bin/bash keras \
- && install -d -o keras -g keras /workspace \
- && install -d -o keras -g keras -m 1777 /workspace/runs \
- && install -d -o keras -g root -m 2775 /opt/venv
-ARG DEBIAN_UPDATES=unknown
-COPY build/debian-updates.sh /tmp/build/
-RUN bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES" gcc g++ libc6-dev python3-dev \
+ARG DEBIAN_POINT_RELEASE=unknown
+RUN bash /tmp/build/debian-updates.sh --point-release "$DEBIAN_POINT_RELEASE" gcc g++ libc6-dev python3-dev \
  && cc --version >/dev/null && c++ --version >/dev/null \
- && test -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
- && rm -rf /tmp/build
+ && test -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h"
+COPY --from=image-tree /tree/ /
 COPY --from=cuda-libs /opt/cuda-parts/1/ /
 COPY --from=cuda-libs /opt/cuda-parts/2/ /
 COPY --from=cuda-libs /opt/cuda-parts/3/ /
 COPY --from=cuda-libs /opt/cuda-parts/4/ /
-COPY --from=builder /opt/venv /opt/venv
-COPY --from=builder /opt/cuda-extras/nvidia/ /opt/venv/lib/python3.13/site-packages/nvidia/
-COPY --from=builder /opt/kerasenv-pins/constraints.txt /etc/kerasenv/constraints.txt
-COPY --from=builder /opt/kerasenv-pins/pip.conf /etc/pip.conf
-COPY build/cuda-loader-config.sh /tmp/build/
-RUN bash /tmp/build/cuda-loader-config.sh /opt/venv 3.13 13.2 \
- && install -d -m 1777 /var/cache/kerasenv/cuda \
- && rm -rf /tmp/build
+COPY --from=builder /opt/venv-tree/ /
+COPY --from=builder /opt/cuda-extras/tree/ /
+COPY --from=builder /opt/kerasenv-pins/ /
+COPY --from=build-scripts /out-cuda/ /
+RUN started=$(date +%s) \
+ && bash /tmp/build/cuda-loader-config.sh /opt/venv 3.13 13.2 \
+ && rm -f /var/cache/ldconfig/aux-cache \
+ && bash /tmp/build/clamp-mtimes.sh "$started"
 
 ENV NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
@@ -116,11 +127,14 @@ ENV KERAS_HOME=/opt/kerasenv/keras-home \
 ENV KERASENV_VARIANT=torch2.15-cuda13.2 \
     KERASENV_FAMILY=cuda \
     KERAS_BACKEND=torch
-COPY common/ /opt/kerasenv/
-RUN printf '%s\n' /opt/kerasenv 'import kerasenv_triton_first' > /opt/venv/lib/python3.13/site-packages/kerasenv-image.pth
 
+# ---- the last step: Debian's -updates and -security fixes of DEBIAN_UPDATES (issue 52)
+WORKDIR /workspace
 ARG BASE_IMAGE
 ARG DEBIAN_UPDATES=unknown
+RUN bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES" \
+ && ldconfig \
+ && rm -rf /var/cache/ldconfig/aux-cache /tmp/build
 ARG KERASENV_REVISION=unknown
 ARG KERASENV_CREATED=unknown
 LABEL org.opencontainers.image.title="kerasenv torch2.15-cuda13.2" \
@@ -161,6 +175,5 @@ LABEL org.opencontainers.image.title="kerasenv torch2.15-cuda13.2" \
       io.kerasenv.debian-updates="${DEBIAN_UPDATES}"
 
 USER 1000:1000
-WORKDIR /workspace
 # The default command is the verification: `docker run --gpus all kerasenv:torch2.15-cuda13.2`.
 CMD ["python", "/opt/kerasenv/smoke_train.py"]

@@ -32,7 +32,7 @@ from .run import session
 from .security import commands as security_commands
 
 # `kerasenv --help` lists the commands in the order a user meets them, not package by package.
-HELP_ORDER = ("list", "generate", "lock", "build", "base-offline", "doctor", "rocm-groups", "gpu-host-check", "smoke", "run",
+HELP_ORDER = ("list", "generate", "lock", "layers", "build", "base-offline", "doctor", "rocm-groups", "gpu-host-check", "smoke", "run",
               "shell", "lab", "multiworker", "sif", "push", "pull", "matrix", "sbom", "kernel-targets", "tags", "size",
               "bench", "bench-pull", "bench-report", "audit", "debian-updates", "clean", "drop-build-cache")
 

@@ -152,6 +152,18 @@ def _set_architecture(client, tag: str, arch: str, tmp: Path) -> None:
 def _slim(rootfs: Path, suite: str, mirror: str) -> None:
     Path(rootfs, "etc/dpkg/dpkg.cfg.d").mkdir(parents=True, exist_ok=True)
     Path(rootfs, "etc/dpkg/dpkg.cfg.d/kerasenv-slim").write_text(_DPKG_EXCLUDES)
+    # A build step's container gets the engine's /etc/hosts bind-mounted; where the file is missing
+    # (debootstrap's minbase has none) BuildKit makes an empty one for the mount and deletes it
+    # afterwards, which dates /etc in that step's layer with the build's time (issue 52).
+    hosts = Path(rootfs, "etc/hosts")
+    if not hosts.exists():
+        hosts.write_text("127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n")
+    # The classic builder links /etc/mtab to /proc/mounts in a step's container where the base has
+    # none, and that link then lands in the step's layer (BuildKit's has no such entry): with it in
+    # the base, both builders write the same layers from the same inputs.
+    mtab = Path(rootfs, "etc/mtab")
+    if not mtab.is_symlink() and not mtab.exists():
+        mtab.symlink_to("/proc/mounts")
     # Security and point-release updates, as in Debian's official images.
     security = mirror.replace("/debian", "/debian-security")
     Path(rootfs, "etc/apt/sources.list").write_text(
@@ -160,7 +172,11 @@ def _slim(rootfs: Path, suite: str, mirror: str) -> None:
         f"deb {security} {suite}-security main\n")
     for pattern in ("var/cache/apt/archives/*.deb", "var/cache/apt/*.bin", "var/lib/apt/lists/*",
                     "usr/share/doc/*/*", "usr/share/man/*", "usr/share/info/*",
-                    "usr/share/locale/*", "var/log/*.log", "tmp/*"):
+                    "usr/share/locale/*", "var/log/*.log", "tmp/*",
+                    # ldconfig's aux-cache (inode numbers and times): every later apt step would
+                    # rewrite it in its own layer, and deleting it there leaves a whiteout dated by
+                    # the build (issue 52); Debian's official images leave it out too.
+                    "var/cache/ldconfig/aux-cache"):
         for path in rootfs.glob(pattern):
             if path.name in ("copyright", "locale.alias", "lock", "partial"):
                 continue  # licences stay, as in Debian's slim images; apt's lock files too

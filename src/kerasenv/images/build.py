@@ -208,7 +208,23 @@ def ensure_base(client, v: Variant, base: str, say: Callable[[str], None]) -> No
         ) from None
 
 
+POINT_RELEASE_ONLY = "point-release"  # --debian-updates: the suite's point release, no -updates/-security
 _debian_states: dict[str, str] = {}  # suite -> the state read from the archive by this process
+
+
+def point_release(state: str, suite: str) -> str:
+    """The suite's own entry of a DEBIAN_UPDATES state ("trixie@<Date>"): the point release that
+    python-base and every layer below the runtime's last step are built at (issue 52), the build
+    arg DEBIAN_POINT_RELEASE. It moves only when Debian publishes a point release, so a security
+    rebuild keeps those layers."""
+    from ..security import debian
+
+    parsed = debian.parse_label(state)
+    when = parsed.as_dict().get(suite) if parsed else None
+    if when is None:
+        raise UsageError(f"the Debian state {state!r} names no date for {suite}, the point release a build on "
+                         f"it starts from: pass what `kerasenv debian-updates` prints")
+    return f"{suite}@{when}"
 
 
 def debian_updates(suite: str, explicit: str | None = None) -> str:
@@ -220,6 +236,11 @@ def debian_updates(suite: str, explicit: str | None = None) -> str:
     what it sees."""
     from ..security import debian
 
+    if explicit == POINT_RELEASE_ONLY:
+        # The point release alone (issue 52): the last step applies no -updates or -security fix.
+        # Release N of `kerasenv bench-update`, and the CI check that a rebuild at another state
+        # changes the last layer only; an image that scanners will find unpatched.
+        return point_release(debian_updates(suite), suite)
     chosen = explicit or os.environ.get("KERASENV_DEBIAN_UPDATES")
     if chosen:
         source = "--debian-updates" if explicit else "KERASENV_DEBIAN_UPDATES"
@@ -241,7 +262,8 @@ def debian_updates(suite: str, explicit: str | None = None) -> str:
 def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
           ca_cert: str | None = None, no_cache: bool = False, jupyter: bool = False,
           progress: "Progress | None" = None, debian_state: str | None = None,
-          platform: str = AMD64, network: str | None = None, builder: str | None = None) -> BuildResult:
+          platform: str = AMD64, network: str | None = None, builder: str | None = None,
+          tag: str | None = None) -> BuildResult:
     """kerasenv:<id>, or with `jupyter` its JupyterLab flavour kerasenv:<id>-jupyter (built
     FROM the variant's image, which must exist). `debian_state`: the Debian archive state to
     apply (debian_updates). platform=linux/arm64: the variant's arm64 image, kerasenv:<id>-arm64,
@@ -287,8 +309,9 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
                 ensure_arm64_base(client, buildargs["BUILD_IMAGE"], buildargs["BASE_IMAGE"], progress.note)
         if v.debian_suite:  # AMD's image (no Debian base) is AMD's to update
             buildargs["DEBIAN_UPDATES"] = debian_updates(v.debian_suite, debian_state)
-    tag = v.jupyter_ref if jupyter else v.platform_ref(platform)
-    name = tag.split(":", 1)[1]
+            buildargs["DEBIAN_POINT_RELEASE"] = point_release(buildargs["DEBIAN_UPDATES"], v.debian_suite)
+    tag = tag or (v.jupyter_ref if jupyter else v.platform_ref(platform))
+    name = tag.rsplit(":", 1)[1]
     wanted = builder or os.environ.get(buildkit.BUILDER_ENV) or "auto"
     cli = None if wanted == "classic" else buildkit.choose(engine_facts.ask(client), wanted)
     started = time.monotonic()
@@ -314,6 +337,7 @@ def build(client, matrix: Matrix, v: Variant, *, base_image: str | None = None,
         progress.note(f"{name}: Debian's archive published since its state was read "
                       f"({buildargs['DEBIAN_UPDATES']}); building again on the state now: {fresh}")
         buildargs["DEBIAN_UPDATES"] = fresh
+        buildargs["DEBIAN_POINT_RELEASE"] = point_release(fresh, v.debian_suite)
         image_id, stage_images, cache_records = run_build()
     image = client.images.get(image_id)
     if arm and image.attrs.get("Architecture") != "arm64":

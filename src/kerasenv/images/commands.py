@@ -29,6 +29,15 @@ def register(subparsers) -> None:
                    help="re-lock only the JupyterLab layer (requirements-jupyter.lock), on the variant's locks")
     s.set_defaults(handler=_cmd_lock)
 
+    s = subparsers.add_parser("layers", help="an image's layers, or which layers two builds share and what a "
+                              "user holding the first fetches for the second, per kind of client")
+    s.add_argument("old", metavar="IMAGE", help="the image a user holds (e.g. kerasenv:tf2.21-cpu)")
+    s.add_argument("new", metavar="NEW", nargs="?", help="its rebuild (e.g. a `kerasenv build --tag` of it)")
+    s.add_argument("--only-last", type=int, metavar="N",
+                   help="exit 1 unless every layer but the last N is the same (issue 52: a security rebuild "
+                        "changes the last layer only)")
+    s.set_defaults(handler=_cmd_layers)
+
     s = subparsers.add_parser("build", help="build variant images as kerasenv:<id>")
     s.add_argument("ids", nargs="*", metavar="ID", help="variants to build")
     s.add_argument("--all", action="store_true", help="every variant except ROCm")
@@ -49,7 +58,12 @@ def register(subparsers) -> None:
     s.add_argument("--debian-updates", metavar="STATE",
                    help="the Debian archive state to apply, in the io.kerasenv.debian-updates label's form; each "
                         "variant takes its own suite's entries (env KERASENV_DEBIAN_UPDATES; default: the archive "
-                        "now, as `kerasenv debian-updates` prints it for every suite)")
+                        "now, as `kerasenv debian-updates` prints it for every suite); `point-release`: the suite's point "
+                        "release alone, no -updates or -security fix (an unpatched image, to measure what a "
+                        "security rebuild changes)")
+    s.add_argument("--tag", metavar="NAME:TAG",
+                   help="tag the one variant's image so, not kerasenv:<id> (e.g. a second build whose layers "
+                        "to compare: `kerasenv layers`)")
     s.add_argument("--platform", choices=("linux/amd64", "linux/arm64"), default="linux/amd64",
                    help="linux/arm64: the variant's arm64 image, kerasenv:<id>-arm64 (on amd64 under qemu: "
                         "scripts/arm64-emulation.sh; the base from `make base-offline PLATFORM=linux/arm64`)")
@@ -152,6 +166,29 @@ def _cmd_lock(args, matrix: Matrix) -> int:
     return 0
 
 
+def _cmd_layers(args, matrix: Matrix) -> int:
+    from . import layers
+    from ..engine import docker_client
+
+    client = docker_client.client()
+    if args.new is None:
+        if args.only_last is not None:
+            raise UsageError("--only-last compares two images: name the rebuild too")
+        for index, layer in enumerate(layers.of_image(client, args.old)):
+            print(f"{index:>2}  {layer.size / 1e6:>9.1f} MB  {layer.diff_id}  {layer.created_by[:90]}")
+        return 0
+    comparison = layers.compare(client, args.old, args.new)
+    for line in layers.report(comparison, args.old, args.new):
+        print(line)
+    if args.only_last is not None and not comparison.only_last_changed(args.only_last):
+        first = comparison.first_changed
+        print(f"kerasenv layers: {args.new} differs from {args.old} from layer {first} up "
+              f"({comparison.new[first].created_by[:80]}), not only in its last {args.only_last}: that layer "
+              "depends on something that changed between the builds", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _cmd_build(args, matrix: Matrix) -> int:
     from . import build, disk
     from ..engine import docker_client
@@ -173,6 +210,11 @@ def _cmd_build(args, matrix: Matrix) -> int:
     if (args.jupyter or args.jupyter_only) and not [v for v in variants if v in matrix.with_jupyter()]:
         raise UsageError(f"{flag}: none of {', '.join(v.id for v in variants)} has a JupyterLab flavour "
                          f"(those that do: {', '.join(v.id for v in matrix.with_jupyter())})")
+    tag = getattr(args, "tag", None)
+    if tag and (len(variants) != 1 or args.jupyter or args.jupyter_only):
+        raise UsageError(f"--tag {tag}: name one variant, without --jupyter (it tags that one image)")
+    if tag and ":" not in tag.rsplit("/", 1)[-1]:
+        raise UsageError(f"--tag {tag}: give NAME:TAG, e.g. kerasenv:{variants[0].id}-rebuilt")
     client = docker_client.client()
     options = dict(base_image=args.base_image or os.environ.get("BASE_IMAGE"), ca_cert=ca_cert, no_cache=args.no_cache,
                    debian_state=args.debian_updates, network=args.network, builder=getattr(args, "builder", None))
@@ -186,10 +228,10 @@ def _cmd_build(args, matrix: Matrix) -> int:
     for v in variants:
         built = []  # (tag, result)
         if not args.jupyter_only:
-            ref = v.platform_ref(platform)
+            ref = tag or v.platform_ref(platform)
             disk.ensure_room(client, ref, int(disk.build_need_bytes(v, platform) * disk.store_factor(client)),
                              args.wait_for_disk, say)
-            built.append((ref, build.build(client, matrix, v, **options)))
+            built.append((ref, build.build(client, matrix, v, tag=tag, **options)))
         if (args.jupyter or args.jupyter_only) and v in matrix.with_jupyter():
             need = int(disk.build_need_bytes(v, platform, jupyter_added_mb=matrix.jupyter.added_size_budget_mb)
                        * disk.store_factor(client))

@@ -30,7 +30,14 @@ _LEFTOVERS = {
     "smoke_train.py": f"the in-image code is images/{IN_IMAGE_DIR}/",
     "build-ca.md": f"one images/{BUILD_DIR}/build-ca.md anchors every build's optional CA",
 }
-_BUILD_SOURCE_RE = re.compile(rf"^COPY {BUILD_DIR}/(\S+) ", re.M)
+_COPY_RE = re.compile(r"^COPY (?!--)(.+)$", re.M)
+
+
+def _build_sources(dockerfile: str) -> set[str]:
+    """The images/build/ files a Dockerfile's COPYs take from the context: every source of each
+    COPY (`COPY build/a.sh build/b.sh /in/` names two), the last word being the destination."""
+    return {word[len(BUILD_DIR) + 1:] for line in _COPY_RE.findall(dockerfile)
+            for word in line.split()[:-1] if word.startswith(f"{BUILD_DIR}/")}
 _SECTION_RE = re.compile(r"\{\{([#^])(\w+)\}\}\n(.*?)\{\{/\2\}\}\n", re.S)
 _PLACEHOLDER_RE = re.compile(r"\{\{(\w+)\}\}")
 _TEMPLATE_NOTE_RE = re.compile(r"^[ \t]*##.*\n", re.M)
@@ -188,7 +195,7 @@ def check(matrix: Matrix, root: Path) -> list[Drift]:
             drift.append(Drift(path, "differs from what the matrix produces; run `make generate`"))
     # Not generated, but every build needs them: a COPY whose source is gone fails every build.
     build = root / "images" / BUILD_DIR
-    needed = sorted({name for content in expected.values() for name in _BUILD_SOURCE_RE.findall(content)})
+    needed = sorted({name for content in expected.values() for name in _build_sources(content)})
     drift.extend(Drift(build / name, "missing; a generated Dockerfile copies it")
                  for name in needed if not (build / name).is_file())
     readme = root / "README.md"

@@ -22,6 +22,8 @@ from ..errors import UsageError
 from ..matrix.schema import Matrix, Variant
 
 PARTS = ("base", "python", "cuda", "framework", "kerasenv")
+TREE_TO_ROOT = "tree"  # a classic builder's "COPY dir:... in /", sorted out by measure()
+TREE_BIG_BYTES = 200_000_000  # a venv or a CUDA part; the user, pins and scripts are kilobytes
 SHARED_MIN_BYTES = 100e6  # pairs of images sharing less are not worth a line
 
 
@@ -47,7 +49,11 @@ def _part(created_by: str, below_base: bool) -> str:
     # The history reads "COPY dir:<sum> in <dest>" or, with --chown, "COPY --chown=1000:0dir:<sum>
     # in <dest>": match the source kind and the destination, not the flags.
     copies_dir = "COPY " in created_by and "dir:" in created_by
-    if copies_dir and (" in /opt/venv/lib/" in created_by or created_by.rstrip().endswith(" in /")):
+    if copies_dir and created_by.rstrip().endswith(" in /"):
+        # Since issue 52 every COPY into the runtime is a tree to /, and the classic builder's
+        # history names no source: measure() tells them apart by size and place.
+        return TREE_TO_ROOT
+    if copies_dir and " in /opt/venv/lib/" in created_by:
         # COPY --from=cuda-libs: the four parts of the CUDA wheels, each a tree from /
         # (build/split-cuda-layers.sh), or, in images built before the split, one layer into
         # /opt/venv/lib/pythonX.Y/site-packages/
@@ -68,6 +74,15 @@ def _buildkit_copy_part(created_by: str) -> str:
     tests/fixtures/engines/docker-28.5.2-containerd/image-buildkit-probe.json)."""
     words = [w for w in created_by.rstrip()[: -len(BUILDKIT_MARK)].split()[1:] if not w.startswith("--")]
     dest = words[-1] if words else ""
+    sources = " ".join(words[:-1])
+    # Since issue 52 every COPY into the runtime is a tree from / (images/templates/debian.Dockerfile.in):
+    # told apart by their sources.
+    if dest == "/" and "/venv-tree/" in sources:
+        return "framework"
+    if dest == "/" and ("/cuda-parts/" in sources or "/cuda-extras/" in sources):
+        return "cuda"
+    if dest == "/" and any(name in sources for name in ("/tree/", "/out/", "/out-cuda/", "/kerasenv-pins/")):
+        return "kerasenv"
     if dest == "/" or "/opt/venv/lib/" in dest:
         return "cuda"  # COPY --from=cuda-libs /opt/cuda-parts/N/ /, or the pre-split site-packages copy
     if dest.rstrip("/") == "/opt/venv":
@@ -88,9 +103,15 @@ def measure(client, ref: str, base_ref: str | None) -> ImageSize:
             base_layers = 0
     history = layer_history(image.history(), len(diff_ids))
     result = ImageSize(ref, sum(int(h.get("Size", 0)) for h in history))
-    for index, (diff_id, entry) in enumerate(zip(diff_ids, history)):
-        size = int(entry.get("Size", 0))
-        part = _part(entry.get("CreatedBy", ""), index < base_layers)
+    parts = [_part(entry.get("CreatedBy", ""), index < base_layers) for index, entry in enumerate(history)]
+    sizes = [int(entry.get("Size", 0)) for entry in history]
+    trees = [i for i, part in enumerate(parts) if part == TREE_TO_ROOT]
+    big = [i for i in trees if sizes[i] >= TREE_BIG_BYTES]
+    for i in trees:
+        # The classic builder's trees to /: the venv is the last big one (it comes after the four
+        # CUDA parts), the other big ones are CUDA's, the small ones ours (user, pins, scripts).
+        parts[i] = "framework" if big and i == big[-1] else "cuda" if i in big else "kerasenv"
+    for diff_id, size, part in zip(diff_ids, sizes, parts):
         result.parts[part] = result.parts.get(part, 0) + size
         result.layers.append((diff_id, size))
     return result

@@ -29,6 +29,8 @@ from ..errors import KerasenvError
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 LABEL = "io.kerasenv.debian-updates"
 IN_IMAGE = "/etc/kerasenv/debian-updates"
+# The point release every layer below the runtime's last step was built at (issue 52).
+POINT_RELEASE_IN_IMAGE = "/etc/kerasenv/debian-point-release"
 
 
 def dists(suite: str) -> tuple[str, str, str]:

@@ -129,6 +129,9 @@ def test_informational_commands_succeed(args):
 def test_help_lists_every_command_in_the_order_a_user_meets_them():
     from kerasenv.cli import HELP_ORDER
 
+    # `layers` (which layers two builds share) where images/commands.py registers it: right before
+    # `build`, whose `--tag` makes the second image it compares.
+    assert HELP_ORDER[HELP_ORDER.index("build") - 1: HELP_ORDER.index("build") + 1] == ("layers", "build")
     proc = kerasenv("--help", COLUMNS="100")
     assert re.findall(r"^    (\S+)(?: |$)", proc.stdout, re.M) == list(HELP_ORDER)
     proc = kerasenv("no-such-command")

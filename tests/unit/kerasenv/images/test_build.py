@@ -139,14 +139,31 @@ def test_context_is_images_with_this_variant_and_the_one_copy_of_the_in_image_co
     assert {m.split("/")[0] for m in members} == {V, "common", "build"}  # no templates/
 
 
+def copied_from_build(text: str) -> set[str]:
+    """Every build/ source of the Dockerfile's COPY lines from the context, a multi-source
+    `COPY build/a.sh build/b.sh /in/` (the build-scripts stage) included; the last word is the
+    destination."""
+    sources = set()
+    for line in re.findall(r"^COPY (?!--from=)(.+)$", text, re.M):
+        *from_context, _destination = line.split()
+        sources |= {s for s in from_context if s.startswith("build/")}
+    return sources
+
+
 def test_context_holds_every_file_the_dockerfiles_copy_from_build(variant_folder):
     members = tar_members(variant_folder, None)
-    copied = set()
+    copied, run = set(), set()
     for dockerfile in ("Dockerfile", "jupyter.Dockerfile"):
-        copied |= set(re.findall(r"^COPY (build/\S+) ", (variant_folder / dockerfile).read_text(), re.M))
-    assert {"build/build-ca.md", "build/install-locked-venv.sh", "build/cuda-loader-config.sh"} <= copied
+        text = (variant_folder / dockerfile).read_text()
+        copied |= copied_from_build(text)
+        run |= {f"build/{name}" for name in re.findall(r"\bbash /tmp/build/(\S+\.sh) ", text)}
+    assert {"build/build-ca.md", "build/install-locked-venv.sh", "build/cuda-loader-config.sh",
+            "build/debian-updates.sh", "build/point-release-sources.sh", "build/clamp-mtimes.sh",
+            "build/image-tree.sh"} <= copied
+    assert run <= copied  # every script a step runs came from the context (some through build-scripts)
     assert copied <= set(members)
-    assert members["build/build-ca.md"] == (variant_folder.parent / "build" / "build-ca.md").read_bytes()
+    for name in copied:
+        assert members[name] == (variant_folder.parent / name).read_bytes(), name
 
 
 def test_context_takes_the_build_scripts_but_not_other_files_of_build(variant_folder):
@@ -276,6 +293,31 @@ def test_without_a_state_each_suite_is_read_from_the_archive_once(monkeypatch):
     assert read == ["trixie", "bookworm"]
 
 
+# --- point_release: the state of every layer below the runtime's last step (issue 52) ------
+
+def test_the_point_release_is_the_suites_own_entry_of_a_state_of_three_dists():
+    assert build.point_release(TRIXIE, "trixie") == "trixie@2026-11-21T09:15:44Z"
+    assert build.point_release(BOTH, "bookworm") == "bookworm@2026-07-11T10:16:37Z"  # never another suite's
+
+
+def test_a_state_without_the_suites_own_entry_is_a_usage_error_naming_the_suite():
+    with pytest.raises(UsageError) as caught:
+        build.point_release(BOOKWORM, "trixie")
+    message = str(caught.value)
+    assert "names no date for trixie," in message and "\n" not in message
+    assert "`kerasenv debian-updates`" in message
+    # -updates and -security alone name no point release either.
+    with pytest.raises(UsageError, match="names no date for trixie,"):
+        build.point_release("trixie-updates@2026-12-03T02:15:27Z trixie-security@2026-12-02T23:13:44Z", "trixie")
+
+
+def test_debian_updates_point_release_is_the_suites_point_release_alone():
+    # `--debian-updates point-release`: the state of KERASENV_DEBIAN_UPDATES (both suites here),
+    # cut to the suite's own dist: the last step then applies no -updates or -security fix.
+    assert build.debian_updates("trixie", build.POINT_RELEASE_ONLY) == "trixie@2026-11-21T09:15:44Z"
+    assert build.debian_updates("bookworm", "point-release") == "bookworm@2026-07-11T10:16:37Z"
+
+
 class ArgsOfBuild:
     """The build args build() sends; the build itself stops there."""
 
@@ -297,6 +339,18 @@ def test_a_build_passes_its_own_suites_state_as_debian_updates(real_matrix, base
     with pytest.raises(BuildFailed):
         build.build(client, real_matrix, v, progress=build.Progress(io.StringIO(), live=False))
     assert client.buildargs["DEBIAN_UPDATES"] == suite_state
+    # and its point release, the state of every layer below the last step
+    assert client.buildargs["DEBIAN_POINT_RELEASE"] == suite_state.split()[0]
+
+
+def test_a_point_release_build_passes_the_point_release_as_both_states(real_matrix):
+    v = real_matrix.get(real_matrix.default_cpu)
+    client = ArgsOfBuild()
+    with pytest.raises(BuildFailed):
+        build.build(client, real_matrix, v, progress=build.Progress(io.StringIO(), live=False),
+                    debian_state=build.POINT_RELEASE_ONLY)
+    point = f"{v.debian_suite}@" + dict(e.split("@") for e in BOTH.split())[v.debian_suite]
+    assert client.buildargs["DEBIAN_UPDATES"] == client.buildargs["DEBIAN_POINT_RELEASE"] == point
 
 
 def test_amds_image_gets_no_debian_updates(real_matrix):
@@ -304,7 +358,8 @@ def test_amds_image_gets_no_debian_updates(real_matrix):
     client = ArgsOfBuild()
     with pytest.raises(BuildFailed):
         build.build(client, real_matrix, rocm, progress=build.Progress(io.StringIO(), live=False))
-    assert rocm.debian_suite is None and "DEBIAN_UPDATES" not in client.buildargs
+    assert rocm.debian_suite is None
+    assert "DEBIAN_UPDATES" not in client.buildargs and "DEBIAN_POINT_RELEASE" not in client.buildargs
 
 
 # --- the builder stages of a build, and dropping them ------------------------------------

@@ -42,8 +42,9 @@ def dockerfile(m: matrix.Matrix, variant_id: str) -> str:
 
 
 def stage(text: str, name: str) -> str:
-    """The lines of the stage `FROM ... AS name`, up to the next FROM."""
-    match = re.search(rf"^FROM \S+ AS {re.escape(name)}\n(.*?)(?=^FROM |\Z)", text, re.M | re.S)
+    """The lines of the stage `FROM ... AS name` (`FROM --platform=... ... AS name` in an arm64
+    Dockerfile), up to the next FROM."""
+    match = re.search(rf"^FROM (?:--platform=\S+ )?\S+ AS {re.escape(name)}\n(.*?)(?=^FROM |\Z)", text, re.M | re.S)
     assert match, f"no stage {name!r}"
     return match.group(0)
 
@@ -55,6 +56,29 @@ def final_stage(text: str) -> str:
 def instructions(text: str) -> list[str]:
     """Dockerfile lines that reach the builder (comments and blank lines do not)."""
     return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def steps(text: str) -> list[str]:
+    """The instructions with their continuation lines joined: one line per instruction."""
+    return re.sub(r"\\\n\s*", "", "\n".join(instructions(text))).splitlines()
+
+
+def removed_paths(run: str) -> list[str]:
+    """The paths each `rm` command of a (joined) RUN step names."""
+    paths = []
+    for command in re.split(r"&&|\|\||;|\|", run.removeprefix("RUN ")):
+        words = command.split()
+        if words and words[0] == "rm":
+            paths += [w for w in words[1:] if not w.startswith("-")]
+    return paths
+
+
+def debian_dockerfiles(m: matrix.Matrix):
+    """(name, text) of every Debian-based Dockerfile: each variant's, and its arm64 one."""
+    for v in m.debian_based:
+        yield v.id, generate.dockerfile(m, v)
+        if v.arm64:
+            yield f"{v.id}/{matrix.ARM64_DOCKERFILE}", generate.dockerfile(m, v, platform=matrix.ARM64)
 
 
 def drift_of(root) -> list[generate.Drift]:
@@ -129,7 +153,10 @@ def test_shared_folders_of_images_are_not_taken_for_variants(repo_copy):
     assert not [d for d in drift_of(repo_copy) if "not in the matrix" in d.reason]
 
 
-@pytest.mark.parametrize("name", ["build-ca.md", "install-locked-venv.sh", "cuda-loader-config.sh"])
+# debian-updates.sh, point-release-sources.sh, clamp-mtimes.sh and cuda-loader-config.sh come in
+# one multi-source `COPY build/a.sh build/b.sh ... /in/` (the build-scripts stage): each counts.
+@pytest.mark.parametrize("name", ["build-ca.md", "install-locked-venv.sh", "image-tree.sh", "debian-updates.sh",
+                                  "point-release-sources.sh", "clamp-mtimes.sh", "cuda-loader-config.sh"])
 def test_missing_file_of_images_build_is_drift(repo_copy, name):
     path = repo_copy / "images" / generate.BUILD_DIR / name
     path.unlink()
@@ -264,35 +291,46 @@ def test_runtime_up_to_the_cuda_layer_is_identical_for_variants_sharing_a_stack(
         end = text.index("\n", text.rindex(marker))
         prefixes.append(instructions(same_folder(text[text.index(start): end], variant_id)))
     assert prefixes[0] == prefixes[1]
-    assert len(prefixes[0]) >= 7  # FROM, SHELL, the user and directories, the four parts
+    assert len(prefixes[0]) >= 7  # FROM, SHELL, the image tree (user, folders, in-image code), the four parts
     assert [line for line in prefixes[0] if line.startswith(marker)] == [
         f"{marker} /opt/cuda-parts/{n}/ /" for n in (1, 2, 3, 4)]
 
 
-def test_debian_updates_and_graphviz_are_one_base_step_shared_by_every_image(real_matrix):
-    """The base stage's one apt step applies Debian's updates of one archive state
-    (build/debian-updates.sh, keyed by the DEBIAN_UPDATES build arg) and installs Python and
-    plot_model's `dot` (Debian's graphviz), in python-base, the stage every Debian-based image
-    is built on: one layer shared by every image on the same Debian base (Docker stores a layer
-    per parent chain; two bases, Debian 13 and 12, give two python-base stages). apt's
-    lists and its package caches (*.bin, 77 MB on a debootstrapped base) leave in that step, and
-    the runtime installs no Debian package of its own."""
+def test_the_point_release_and_graphviz_are_one_base_step_shared_by_every_image(real_matrix):
+    """The base stage's one apt step brings the base suite's point release (build/debian-updates.sh
+    --point-release, keyed by the DEBIAN_POINT_RELEASE build arg, which moves only when Debian
+    publishes a point release) and installs Python and plot_model's `dot` (Debian's graphviz), in
+    python-base, the stage every Debian-based image is built on: one layer shared by every image on
+    the same Debian base (Docker stores a layer per parent chain; two bases, Debian 13 and 12, give
+    two python-base stages, each with the one build-scripts tree it copies its script from). The
+    weekly -updates and -security state (DEBIAN_UPDATES, the label io.kerasenv.debian-updates)
+    keys the runtime's last step alone (issue 52). apt's lists, its package caches (*.bin, 77 MB
+    on a debootstrapped base) and its logs leave in the step that wrote them (the script), and the
+    runtime runs no apt of its own."""
     bases: dict[str, set[str]] = {}
     for v in real_matrix.debian_based:
         text = dockerfile(real_matrix, v.id)
         base = instructions(stage(text, "python-base"))
         step = next(i for i, line in enumerate(base) if "debian-updates.sh" in line and line.startswith("RUN"))
-        assert base[step - 2] == "ARG DEBIAN_UPDATES=unknown" and base[step - 1] == "COPY build/debian-updates.sh /tmp/build/"
-        run = " ".join(base[step: step + 4])
-        assert 'bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES" ca-certificates python3 graphviz' in run
-        assert "/var/cache/apt/*.bin" in run and "dot -V" in run
+        assert base[step - 2] == "COPY --from=build-scripts /out/ /" and base[step - 1] == "ARG DEBIAN_POINT_RELEASE=unknown"
+        assert [line for line in base if line.startswith("RUN ")] == [base[step]], v.id  # one step
+        run = " ".join(base[step: step + 3])
+        assert ('bash /tmp/build/debian-updates.sh --point-release "$DEBIAN_POINT_RELEASE" '
+                'ca-certificates python3 graphviz') in run
+        assert "dot -V" in run
+        assert "DEBIAN_UPDATES" not in "\n".join(base), v.id
         assert "apt-get" not in stage(text, "runtime"), v.id
-        assert 'io.kerasenv.debian-updates="${DEBIAN_UPDATES}"' in text and "ARG DEBIAN_UPDATES=unknown\nARG KERASENV" in text
-        bases.setdefault(v.base_image, set()).add("\n".join(base))
+        assert 'io.kerasenv.debian-updates="${DEBIAN_UPDATES}"' in text
+        assert 'ARG DEBIAN_UPDATES=unknown\nRUN bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES" \\\n' in final_stage(text)
+        scripts = instructions(stage(text, "build-scripts"))
+        bases.setdefault(v.base_image, set()).add("\n".join(scripts + base))
     assert set(bases) == {"debian:trixie-slim", "debian:bookworm-slim"}
     assert all(len(stages) == 1 for stages in bases.values()), bases
     script = (REPO / "images" / "build" / "debian-updates.sh").read_text()
-    assert "rm -rf /var/lib/apt/lists/*" in script and "--with-new-pkgs upgrade" in script
+    code = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("#"))
+    assert "--with-new-pkgs upgrade" in code
+    assert "find /var/lib/apt/lists -mindepth 1" in code and "/var/cache/apt/*.bin" in code
+    assert "/var/log/apt/*" in code
 
 
 def test_stages_before_the_builder_are_identical_for_variants_sharing_a_stack(shared_stack_matrix):
@@ -315,7 +353,19 @@ def test_cuda_lock_inputs_depend_on_the_stack_alone(shared_stack_matrix, real_ma
 # --- scripts of the build steps (images/build/) --------------------------------------------
 
 def build_scripts(text: str) -> list[str]:
-    return re.findall(r"^COPY build/(\S+\.sh) /tmp/build/$", text, re.M)
+    """The scripts of images/build/ that the Dockerfile's COPY lines take from the context, in
+    order: each `COPY build/x.sh /tmp/build/`, and each source of the build-scripts stage's
+    multi-source `COPY build/a.sh build/b.sh ... /in/` (the last word is the destination)."""
+    names = []
+    for line in re.findall(r"^COPY (?!--from=)(.+)$", text, re.M):
+        *sources, _destination = line.split()
+        names += [s.removeprefix("build/") for s in sources if s.startswith("build/") and s.endswith(".sh")]
+    return names
+
+
+def scripts_run(text: str) -> set[str]:
+    """The scripts of /tmp/build/ that the Dockerfile's steps run."""
+    return set(re.findall(r"\bbash /tmp/build/(\S+\.sh)\b", text))
 
 
 def test_each_script_is_copied_right_before_the_step_that_runs_it(real_matrix):
@@ -334,13 +384,20 @@ def test_each_script_is_copied_right_before_the_step_that_runs_it(real_matrix):
 
 
 def test_scripts_named_by_the_dockerfiles_exist_and_stop_at_the_first_error(real_matrix, repo_root):
-    named = {s for v in real_matrix.variants for s in build_scripts(generate.dockerfile(real_matrix, v))}
+    texts = [text for _, text in debian_dockerfiles(real_matrix)]
+    named = {s for text in texts for s in build_scripts(text)}
     assert named == {"install-locked-venv.sh", "write-pip-constraints.sh", "cuda-loader-config.sh",
-                     "split-cuda-layers.sh", "debian-updates.sh"}
-    on_disk = {p.name for p in (repo_root / "images" / generate.BUILD_DIR).glob("*.sh")}
-    assert on_disk == named  # no script that no Dockerfile runs
+                     "split-cuda-layers.sh", "debian-updates.sh", "point-release-sources.sh", "clamp-mtimes.sh",
+                     "image-tree.sh"}
+    build_dir = repo_root / "images" / generate.BUILD_DIR
+    on_disk = {p.name for p in build_dir.glob("*.sh")}
+    assert on_disk == named  # no script that no Dockerfile copies
+    run = {s for text in texts for s in scripts_run(text)}
+    assert run <= named  # every script a step runs came from the context
+    for name in named - run:  # the others are run by a script that is (point-release-sources.sh)
+        assert [other for other in run if f"/{name}" in (build_dir / other).read_text()], name
     for name in named:
-        text = (repo_root / "images" / generate.BUILD_DIR / name).read_text()
+        text = (build_dir / name).read_text()
         assert text.startswith("#!/bin/bash\n# Usage: "), name
         assert "\nset -euo pipefail\n" in text, name
         code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
@@ -373,18 +430,94 @@ def test_variant_values_reach_the_scripts_as_arguments(real_matrix):
         assert (f"RUN bash /tmp/build/write-pip-constraints.sh /opt/kerasenv-pins "
                 f"{v.framework_package}=={v.framework_version} /tmp/build/requirements*.lock\n") in text
         assert f"    KERAS_BACKEND={v.backend}\n" in text, v.id
-        cuda_step = f"RUN bash /tmp/build/cuda-loader-config.sh /opt/venv {v.python} {v.cuda} \\\n"
+        # The CUDA loader set-up runs right after its script's tree arrives, and dates what it wrote.
+        cuda_step = (f"COPY --from=build-scripts /out-cuda/ /\nRUN started=$(date +%s) \\\n"
+                     f" && bash /tmp/build/cuda-loader-config.sh /opt/venv {v.python} {v.cuda} \\\n")
         assert (cuda_step in text) is (v.family == "cuda"), v.id
+        assert ("bash /tmp/build/clamp-mtimes.sh \"$started\"\n" in text) is (v.family == "cuda"), v.id
+        tree_step = "RUN bash /tmp/build/image-tree.sh /tree /tmp/image-code" + " --cuda" * (v.family == "cuda") + "\n"
+        assert tree_step in stage(text, "image-tree"), v.id
 
 
-def test_the_final_stage_deletes_the_script_it_runs_in_the_same_step(real_matrix):
+def test_only_the_runtime_s_last_step_deletes_the_build_scripts(real_matrix):
+    """The final stage leaves no build script behind: /tmp/build (python-base's tree of scripts,
+    and the CUDA loader's tree) is deleted by the runtime's last RUN, in the step that runs its
+    last script. No earlier RUN of python-base or the runtime deletes anything under /tmp/build:
+    a deleted file of a lower layer is a whiteout dated by the build (issue 52). No script enters
+    either stage from the context: each comes in the build-scripts trees, dated 0."""
+    for name, text in debian_dockerfiles(real_matrix):
+        base, runtime = steps(stage(text, "python-base")), steps(stage(text, "runtime"))
+        runs = [line for line in base + runtime if line.startswith("RUN ")]
+        assert runs[-1] == [line for line in runtime if line.startswith("RUN ")][-1], name
+        last = runs[-1]
+        assert last.startswith('RUN bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES" '), (name, last)
+        assert last.endswith("&& rm -rf /var/cache/ldconfig/aux-cache /tmp/build"), (name, last)
+        for run in runs[:-1]:
+            deleted = [p for p in removed_paths(run) if p.startswith("/tmp/build") or p.rstrip("/") in ("/tmp", "/tmp/*")]
+            assert deleted == [], (name, run)
+        assert not [line for line in base + runtime if line.startswith(("COPY build/", "ADD "))], name
+        # Every script these stages run is in a tree they copy from build-scripts.
+        trees = dict((out, set(names.split())) for names, out in re.findall(
+            r"install -m 755 ((?:/in/\S+\.sh )+)(/out(?:-cuda)?)/tmp/build/", stage(text, "build-scripts")))
+        assert set(trees) == {"/out", "/out-cuda"}, name
+        both = "\n".join(base + runtime)
+        arrived = {script for out in re.findall(r"^COPY --from=build-scripts (/out\S*)/ /$", both, re.M)
+                   for script in trees[out]}
+        assert {f"/in/{s}" for s in scripts_run(both)} <= arrived, name
     for v in real_matrix.variants:
-        final = final_stage(generate.dockerfile(real_matrix, v))
-        runs = re.findall(r"^RUN bash /tmp/build/.*?(?<!\\)$", final, re.M | re.S)
-        # the CUDA loader set-up; torch.compile's compiler (PyTorch images, [torch_compiler])
-        assert len(runs) == (v.family == "cuda") + bool(v.compiler_packages), v.id
-        for run in runs:
-            assert run.rstrip().endswith("&& rm -rf /tmp/build"), (v.id, run)
+        if v.family == "rocm":  # AMD's image: no build script at all
+            final = final_stage(generate.dockerfile(real_matrix, v))
+            assert "/tmp/build" not in final and "COPY build/" not in final, v.id
+
+
+def test_no_step_below_the_runtime_s_last_sees_the_weekly_debian_state(real_matrix):
+    """DEBIAN_UPDATES (the -updates and -security state, which moves every week) keys the
+    runtime's last RUN alone: it is declared right before it and named by no stage or step below
+    it, so a security rebuild re-runs that step only and every other layer is the same (issue 52).
+    Each apt step below it runs at the point release, keyed by DEBIAN_POINT_RELEASE. Nothing but
+    metadata follows the last step: it is the image's last layer."""
+    for name, text in debian_dockerfiles(real_matrix):
+        lines = steps(text)
+        last = max(i for i, line in enumerate(lines) if line.startswith("RUN "))
+        assert lines[last] == [line for line in steps(stage(text, "runtime")) if line.startswith("RUN ")][-1], name
+        assert lines[last].startswith('RUN bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES" '), name
+        below = lines[:last]
+        assert [line for line in below if "DEBIAN_UPDATES" in line] == ["ARG DEBIAN_UPDATES=unknown"], name
+        assert below[-1] == "ARG DEBIAN_UPDATES=unknown", name
+        apt_steps = [line for line in below if "bash /tmp/build/debian-updates.sh" in line]
+        assert len(apt_steps) >= 2, name  # python-base's, build-trust's (and the compiler's)
+        for line in apt_steps:
+            assert 'bash /tmp/build/debian-updates.sh --point-release "$DEBIAN_POINT_RELEASE" ' in line, (name, line)
+        # each stage declares the point release before its apt step
+        for part in re.split(r"^(?=FROM )", text, flags=re.M):
+            part_steps = steps(part)
+            for i, line in enumerate(part_steps):
+                if "--point-release" in line and line.startswith("RUN "):
+                    assert "ARG DEBIAN_POINT_RELEASE=unknown" in part_steps[:i], (name, line)
+        assert not [line for line in lines[last + 1:] if line.startswith(("RUN ", "COPY ", "ADD ", "WORKDIR "))], name
+
+
+def test_the_runtime_deletes_nothing_below_its_last_step_and_copies_only_trees_from_root(real_matrix):
+    """A RUN that deletes a lower layer's file leaves a whiteout dated by the build, so no RUN of
+    the runtime (nor of python-base) but the last deletes anything under /tmp or apt's lists
+    (issue 52). Each COPY of the runtime is a tree from another stage copied to /, whose entries
+    and parent folders come dated: never a file of the build context (the checkout's dates) nor a
+    COPY into a folder that does not exist yet (made and dated by the build)."""
+    for name, text in debian_dockerfiles(real_matrix):
+        runtime = steps(stage(text, "runtime"))
+        runs = [line for line in runtime if line.startswith("RUN ")]
+        for run in [line for line in steps(stage(text, "python-base")) if line.startswith("RUN ")] + runs[:-1]:
+            whiteouts = [p for p in removed_paths(run) if p.startswith(("/tmp", "/var/lib/apt/lists"))]
+            assert whiteouts == [], (name, run)
+        assert "/tmp/build" in removed_paths(runs[-1]), name
+        copies = [line.split() for line in runtime if line.startswith(("COPY ", "ADD "))]
+        assert len(copies) >= 3, name  # the image tree, the venv, the pins (and the CUDA parts)
+        for copy in copies:
+            assert copy[0] == "COPY" and copy[1].startswith("--from=") and len(copy) == 4, (name, copy)
+            assert copy[2].endswith("/") and copy[3] == "/", (name, copy)
+        for tree in ("COPY --from=image-tree /tree/ /", "COPY --from=builder /opt/venv-tree/ /",
+                     "COPY --from=builder /opt/kerasenv-pins/ /"):
+            assert tree in runtime, (name, tree)
 
 
 # --- images/.dockerignore ----------------------------------------------------------------
@@ -496,14 +629,21 @@ def test_the_templates_notes_stay_in_the_template(real_matrix):
 
 # --- [torch_compiler] ----------------------------------------------------------------------
 
-def test_only_the_pytorch_images_install_the_compiler_from_the_base_s_archive_state(real_matrix):
+def test_only_the_pytorch_images_install_the_compiler_at_the_base_s_point_release(real_matrix):
     for v in real_matrix.variants:
         text = generate.dockerfile(real_matrix, v)
-        step = 'RUN bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES" gcc g++ libc6-dev python3-dev \\\n'
-        in_runtime = step in final_stage(text)
+        runtime = final_stage(text)
+        step = ('ARG DEBIAN_POINT_RELEASE=unknown\n'
+                'RUN bash /tmp/build/debian-updates.sh --point-release "$DEBIAN_POINT_RELEASE" '
+                'gcc g++ libc6-dev python3-dev \\\n')
+        in_runtime = step in runtime
         assert in_runtime is (v.backend == "torch" and v.family != "rocm"), v.id
         # no cache path baked in: `import torch._dynamo` creates it, which a read-only root refuses
         assert "TORCHINDUCTOR_CACHE_DIR" not in text and "TRITON_CACHE_DIR" not in text, v.id
-        if in_runtime:  # before the CUDA parts and the venv: a new lock does not re-run apt
-            assert final_stage(text).index(step) < final_stage(text).index("COPY --from=builder /opt/venv"), v.id
-
+        point_release_steps = [line for line in steps(runtime) if "debian-updates.sh --point-release" in line]
+        assert len(point_release_steps) == int(in_runtime), v.id  # no other apt step below the last
+        if in_runtime:  # first in the runtime, before every COPY: a new lock or in-image code does not re-run apt
+            assert runtime.index(step) < runtime.index("COPY --from="), v.id
+            compiler = point_release_steps[0]
+            assert "cc --version" in compiler and "c++ --version" in compiler and "Python.h" in compiler, v.id
+            assert removed_paths(compiler) == [], v.id  # the script cleans up; /tmp/build stays for the last step

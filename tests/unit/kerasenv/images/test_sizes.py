@@ -61,8 +61,9 @@ def test_over_budget_lists_the_images_above_their_matrix_budget(real_matrix):
 
 
 @pytest.mark.parametrize("created_by,part", [
-    # the four CUDA parts (build/split-cuda-layers.sh), each a tree copied to /
-    ("/bin/bash -o pipefail -c #(nop) COPY dir:c81e0a3f in / ", "cuda"),
+    # a tree copied to / (since issue 52 every COPY into the runtime: the CUDA parts, the venv, the
+    # user and the pins): the classic builder's history names no source, measure() sorts them out
+    ("/bin/bash -o pipefail -c #(nop) COPY dir:c81e0a3f in / ", sizes.TREE_TO_ROOT),
     # an image built before the split: one layer into site-packages
     ("/bin/bash -o pipefail -c #(nop) COPY dir:a5a0 in /opt/venv/lib/python3.11/site-packages/ ", "cuda"),
     ("/bin/bash -o pipefail -c #(nop) COPY dir:e04 in /opt/venv ", "framework"),
@@ -126,8 +127,35 @@ def test_an_image_built_by_buildkit_is_attributed_and_its_metadata_steps_are_no_
     assert size.total == sum(size.parts.values()) == 87_891_968
 
 
+def test_the_classic_builders_trees_to_root_are_told_apart_by_size_and_place():
+    """Issue 52: the runtime's COPYs are trees to /, "COPY dir:<sum> in /" in the classic builder's
+    history whatever they copy: the last big one is the venv (after the four CUDA parts), the other
+    big ones CUDA's, the small ones ours (the image tree, the pins, the scripts)."""
+    tree = "/bin/bash -o pipefail -c #(nop) COPY dir:{} in / "
+    steps = [("", 80_000_000), (tree.format("s"), 5_000), ("|1 DEBIAN_POINT_RELEASE=trixie@x /bin/bash -o pipefail -c "
+             "bash /tmp/build/debian-updates.sh --point-release \"$DEBIAN_POINT_RELEASE\" python3", 97_000_000),
+             (tree.format("t"), 300_000)] + [(tree.format(f"c{i}"), 1_000_000_000 + i) for i in range(4)] + \
+            [(tree.format("v"), 2_000_000_000), (tree.format("x"), 40_000), (tree.format("p"), 2_000),
+             ('|2 DEBIAN_UPDATES=trixie@x /bin/bash -o pipefail -c bash /tmp/build/debian-updates.sh "$DEBIAN_UPDATES"', 13_800_000)]
+    history = [{"CreatedBy": c, "Size": n} for c, n in reversed(steps)]  # newest first, as the API answers
+    image = SimpleNamespace(attrs={"RootFS": {"Layers": [f"sha256:{i}" for i in range(len(steps))]}}, history=lambda: history)
+    client = SimpleNamespace(images=SimpleNamespace(get=lambda ref: image))
+    size = sizes.measure(client, "kerasenv:tf2.21-cuda12.9", None)
+    assert size.parts["framework"] == 2_000_000_000
+    assert size.parts["cuda"] == sum(1_000_000_000 + i for i in range(4))
+    assert size.parts["kerasenv"] == 80_000_000 + 5_000 + 300_000 + 40_000 + 2_000  # no base given: the first too
+    assert size.parts["python"] == 97_000_000 + 13_800_000
+    assert sizes.TREE_TO_ROOT not in size.parts
+
+
 @pytest.mark.parametrize("created_by,part", [
     ("COPY /opt/cuda-parts/1/ / # buildkit", "cuda"),
+    ("COPY /opt/venv-tree/ / # buildkit", "framework"),
+    ("COPY /opt/cuda-extras/tree/ / # buildkit", "cuda"),
+    ("COPY /tree/ / # buildkit", "kerasenv"),
+    ("COPY /opt/kerasenv-pins/ / # buildkit", "kerasenv"),
+    ("COPY /out/ / # buildkit", "kerasenv"),
+    ("COPY /out-cuda/ / # buildkit", "kerasenv"),
     ("COPY /opt/venv/lib/python3.13/site-packages/ /opt/venv/lib/python3.13/site-packages/ # buildkit", "cuda"),
     ("COPY /opt/venv /opt/venv # buildkit", "framework"),
     ("COPY --chown=1000:0 common/ /opt/kerasenv/ # buildkit", "kerasenv"),
