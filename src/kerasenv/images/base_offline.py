@@ -158,12 +158,6 @@ def _slim(rootfs: Path, suite: str, mirror: str) -> None:
     hosts = Path(rootfs, "etc/hosts")
     if not hosts.exists():
         hosts.write_text("127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n")
-    # The classic builder links /etc/mtab to /proc/mounts in a step's container where the base has
-    # none, and that link then lands in the step's layer (BuildKit's has no such entry): with it in
-    # the base, both builders write the same layers from the same inputs.
-    mtab = Path(rootfs, "etc/mtab")
-    if not mtab.is_symlink() and not mtab.exists():
-        mtab.symlink_to("/proc/mounts")
     # Security and point-release updates, as in Debian's official images.
     security = mirror.replace("/debian", "/debian-security")
     Path(rootfs, "etc/apt/sources.list").write_text(
