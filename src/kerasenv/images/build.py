@@ -444,8 +444,12 @@ _BK_OUTPUT_RE = re.compile(r"^#(\d+) \d+\.\d+ (.*)$")
 _BK_STATE_RE = re.compile(r"^#(\d+) (CACHED|DONE [0-9.]+s|ERROR: (.*))$")
 _BK_EXIT_RE = re.compile(r"exit code: (\d+)")
 # A step the Dockerfile has in every variant is not a stage that the build makes anew: kept
-# through a drop (below), it is what the next variant on the same Debian suite starts from.
-SHARED_STEP_MARK = "debian-updates.sh"
+# through a drop (below), it is what the next variant on the same Debian suite starts from. The
+# point-release steps only (python-base's, build-trust's): the runtime's last step runs
+# debian-updates.sh too, and a record kept there kept every record under it, the image's venv and
+# CUDA layers, which then outlived the image (33 GB of build cache and a build waiting for disk in
+# the first cold run of issue 52's layout).
+SHARED_STEP_MARK = "debian-updates.sh --point-release"
 
 
 def _buildkit_build(client, cli, folder: Path, v: Variant, dockerfile: str, ca_pem: bytes | None, tag: str,

@@ -22,6 +22,7 @@ from typing import Callable, NamedTuple
 
 from ..matrix import labels as labels_mod
 from . import compression as compression_mod
+from . import continuity
 from . import index as index_mod
 from . import tags as tags_mod
 from ..engine import docker_client
@@ -316,12 +317,17 @@ def push(client, matrix: Matrix, v: Variant, registry: str, compression: str = c
         for arch, image in images.items():
             tag = index_mod.arch_tag(base, arch)
             what = f"push {repo}:{tag}"
+            previous = continuity.read(f"{repo}:{tag}")  # the release this architecture's tag replaces
             if comp == compression_mod.GZIP:
+                primed = continuity.prime(client, repo, tag, previous, say)
                 digest, _, _ = _push_tag(client, image, repo, tag, registry, v, say, policy)
+                if primed:
+                    continuity.forget(client, primed, image.id)
             else:
                 say(f"  {what}: recompressing {image.tags[0] if image.tags else arch} to zstd with skopeo")
                 compression_mod.push_zstd(v.platform_ref(f"linux/{arch}"), f"{repo}:{tag}")
                 digest = compression_mod.manifest_digest(f"{repo}:{tag}")
+            _say_continuity(previous, f"{repo}:{tag}", say)
             say(f"pushed {repo}:{tag} ({arch}) digest {digest}")
         if platform:
             transfers.append(Transfer(v, f"{repo}:{index_mod.arch_tag(base, arches[0])}", digest,
@@ -346,6 +352,16 @@ def _push_tag(client, image, repo: str, tag: str, registry: str, v: Variant, say
         what=what, action="push", registry=registry, ref=f"{repo}:{tag}", variant_id=v.id, say=say, policy=policy)
 
 
+def _say_continuity(previous, ref: str, say) -> None:
+    """How many blobs of the release it replaced the push of `ref` kept (publish/continuity.py)."""
+    if previous is None:
+        return
+    new = continuity.read(ref)
+    if new is not None:
+        for line in continuity.report(continuity.compare(previous, new), previous, new):
+            say(line)
+
+
 def _push_single(client, matrix: Matrix, v: Variant, registry: str, compression: str, say,
                  policy: RetryPolicy) -> list[Transfer]:
     from docker.errors import ImageNotFound
@@ -361,18 +377,28 @@ def _push_single(client, matrix: Matrix, v: Variant, registry: str, compression:
     if gzip_tags:
         started = time.monotonic()
         digest, sent, skipped = None, 0, 0
+        # The release this push replaces (issue 52): pulled first, so Docker keeps its blobs.
+        if not continuity.can_check():
+            say(continuity.NO_SKOPEO)
+        previous = continuity.read(f"{repo}:{gzip_tags[0]}")
+        primed = continuity.prime(client, repo, gzip_tags[0], previous, say)
         for tag in gzip_tags:
             d, s, k = _push_tag(client, image, repo, tag, registry, v, say, policy)
             digest = digest or d
             sent, skipped = sent + s, skipped + k
+        if primed:
+            continuity.forget(client, primed, image.id)
+        _say_continuity(previous, f"{repo}:{gzip_tags[0]}", say)
         say(f"pushed {repo}:{v.id} ({', '.join(gzip_tags[1:])}) digest {digest}")
         transfers.append(Transfer(v, f"{repo}:{v.id}", digest, time.monotonic() - started, sent, skipped))
     zstd_tags = [t for t, c in pairs if c == compression_mod.ZSTD]
     if zstd_tags:
         started = time.monotonic()
         first = f"{repo}:{zstd_tags[0]}"
+        previous = continuity.read(first)
         say(f"  push {first}: recompressing {v.image_ref} to zstd (level {compression_mod.ZSTD_LEVEL}) with skopeo")
         compression_mod.push_zstd(v.image_ref, first)
+        _say_continuity(previous, first, say)
         for tag in zstd_tags[1:]:
             compression_mod.copy_tag(first, f"{repo}:{tag}")
         digest = compression_mod.manifest_digest(first)

@@ -172,8 +172,13 @@ def record(record_id: str, last_used: str | None = "2026-12-06T10:02:26.95118268
             "UsageCount": 1}
 
 
-DEBIAN_STEP = ('mount / from exec /bin/bash -c bash /tmp/build/debian-updates.sh "trixie@2026-11-21T09:15:44Z '
-               'trixie-updates@2026-12-05T02:11:04Z trixie-security@2026-12-05T03:33:30Z" ca-certificates python3')
+# python-base's step, which every variant on the suite starts from (kept through a drop), and the
+# runtime's last step, which holds the security fixes and is the image's own (dropped: kept, it kept
+# every record under it, the venv and CUDA layers, after the image was gone; issue 52).
+DEBIAN_STEP = ('mount / from exec /bin/bash -o pipefail -c bash /tmp/build/debian-updates.sh --point-release '
+               '"trixie@2026-11-21T09:15:44Z" ca-certificates python3 graphviz')
+LAST_STEP = ('mount / from exec /bin/bash -o pipefail -c bash /tmp/build/debian-updates.sh "trixie@2026-11-21T09:15:44Z '
+             'trixie-updates@2026-12-05T02:11:04Z trixie-security@2026-12-05T03:33:30Z"  && ldconfig')
 SINCE = datetime(2026, 12, 6, 10, 2, 0, tzinfo=timezone.utc)  # when the build below starts
 
 
@@ -302,14 +307,15 @@ def test_a_buildkit_build_noted_here_is_dropped_later_but_its_debian_step(tmp_pa
     cli = fake_docker(tmp_path / "cli", CLI_20_10, recording=COLD_20_10)
     client = FakeEngineClient(
         cache=[record("older", "2026-12-06T09:40:12.5Z"), record("fresh-venv"),
-               record("fresh-debian", description=DEBIAN_STEP)],
-        pruned={"fresh-venv": {"CachesDeleted": ["fresh-venv"], "SpaceReclaimed": 1_780_000_000}},
+               record("fresh-debian", description=DEBIAN_STEP), record("fresh-fixes", description=LAST_STEP)],
+        pruned={"fresh-venv": {"CachesDeleted": ["fresh-venv"], "SpaceReclaimed": 1_780_000_000},
+                "fresh-fixes": {"CachesDeleted": ["fresh-fixes"], "SpaceReclaimed": 14_000_000}},
         tags={"kerasenv:tf2.21-cpu": IID})
     buildkit_build(cli, client, real_matrix)
     said = []
-    assert build.drop_recorded_build_cache(client, real_matrix.get("tf2.21-cpu"), said.append) == 1
-    assert client.pruned_ids() == ["fresh-venv"]
-    assert said == ["dropped the build cache of tf2.21-cpu: 1 BuildKit cache record(s), 1.78 GB"]
+    assert build.drop_recorded_build_cache(client, real_matrix.get("tf2.21-cpu"), said.append) == 2
+    assert sorted(client.pruned_ids()) == ["fresh-fixes", "fresh-venv"]
+    assert said == ["dropped the build cache of tf2.21-cpu: 2 BuildKit cache record(s), 1.79 GB"]
     assert not note_path(tmp_path).exists()
 
 

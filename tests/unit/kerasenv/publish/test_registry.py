@@ -182,6 +182,14 @@ class FakeClient:
         return events()
 
 
+@pytest.fixture(autouse=True)
+def no_previous_release(monkeypatch):
+    """No release in the (made-up) registry to keep blobs of: publish/continuity.py asks skopeo, which
+    must not go looking for these registries (test_continuity.py tests that part)."""
+    monkeypatch.setattr(registry.continuity, "read", lambda ref, **kw: None)
+    monkeypatch.setattr(registry.continuity, "can_check", lambda: True)
+
+
 @pytest.fixture
 def slept(monkeypatch):
     delays: list[float] = []
