@@ -59,6 +59,12 @@ fi
 # needs a compiler toolchain this image does not carry; it is left out.
 rm -rf "$site_packages"/tensorflow/include
 
+# The in-image package is importable by every Python of the venv, so a user's own script can
+# `from kerasenv_image import GpuMonitor` (any --user, `env -i`, subprocesses: a .pth file, not
+# PYTHONPATH). Its `import` line runs kerasenv_triton_first.py at every start: where Triton is
+# installed (PyTorch), Triton's LLVM is loaded before TensorFlow's (that file says why).
+printf '%s\n' /opt/kerasenv 'import kerasenv_triton_first' > "$site_packages"/kerasenv-image.pth
+
 # The venv is made writable for group 0 here, in the layer that creates its files (a chmod
 # in the runtime stage would store the whole venv a second time), and the runtime copies it
 # owned by 1000:0. So `pip install` works as the image user (uid 1000) and as any
@@ -66,23 +72,22 @@ rm -rf "$site_packages"/tensorflow/include
 # group 0). Directories are setgid so what a user installs stays group 0 as well. Owned
 # 1000:0 here too: the runtime's COPY --from keeps owners (a --chown there re-owned every file
 # while copying, 5-10 s of each build).
-# The in-image package is importable by every Python of the venv, so a user's own script can
-# `from kerasenv_image import GpuMonitor` (any --user, `env -i`, subprocesses: a .pth file, not
-# PYTHONPATH). Its `import` line runs kerasenv_triton_first.py at every start: where Triton is
-# installed (PyTorch), Triton's LLVM is loaded before TensorFlow's (that file says why).
-printf '%s\n' /opt/kerasenv 'import kerasenv_triton_first' > "$site_packages"/kerasenv-image.pth
 chown -R 1000:0 "$venv"
 chmod -R g+w "$venv"
 find "$venv" -type d -exec chmod g+s {} +
-# The extras tree's folders above nvidia/ take the venv's owner and mode (a COPY of a folder sets
-# the image's folder to them); nvidia/ itself is the CUDA parts' (root, 755).
-dir=$site_packages
-while [ "$dir" != / ]; do
-  chown --reference="$dir" /opt/cuda-extras/tree"$dir"
-  chmod --reference="$dir" /opt/cuda-extras/tree"$dir"
-  dir=$(dirname "$dir")
-done
-chmod 755 /opt/cuda-extras/tree
+# A tree from / (TREE) whose folders above DIR take the owner and mode those folders have here:
+# the runtime's COPY of a tree sets the image's folders to the tree's, and their dates with them.
+parents_like_here() {
+  local tree=$1 dir=$2
+  while [ "$dir" != / ]; do
+    chown --reference="$dir" "$tree$dir"
+    chmod --reference="$dir" "$tree$dir"
+    dir=$(dirname "$dir")
+  done
+  chmod 755 "$tree"
+}
+# The extras tree's folders above nvidia/ are the venv's; nvidia/ itself is the CUDA parts' (root, 755).
+parents_like_here /opt/cuda-extras/tree "$site_packages"
 
 # The same bytes from the same lock (issue 52): pip's bytecode records its source's hash, not its
 # install time (SOURCE_DATE_EPOCH in the builder stages), and every file is dated
@@ -93,12 +98,7 @@ find "$venv" /opt/cuda-extras -exec touch -h -d "@$epoch" {} +
 # copy of its files): a COPY of the folder itself onto the runtime's /opt/venv dated that folder
 # with the build's time.
 mkdir -p /opt/venv-tree"$(dirname "$venv")"
-dir=$(dirname "$venv")
-while [ "$dir" != / ]; do
-  chown --reference="$dir" /opt/venv-tree"$dir"
-  chmod --reference="$dir" /opt/venv-tree"$dir"
-  dir=$(dirname "$dir")
-done
-chmod 755 /opt/venv-tree
+parents_like_here /opt/venv-tree "$(dirname "$venv")"
 cp -al "$venv" /opt/venv-tree"$venv"
-find /opt/venv-tree -exec touch -h -d "@$epoch" {} +
+# The links share the venv's files, dated above: only the tree's own folders are new.
+find /opt/venv-tree -type d -exec touch -h -d "@$epoch" {} +
